@@ -1,0 +1,174 @@
+"""The one typed configuration that flows from the CLI to every component.
+
+A YAML file (configs/*.yaml) gives the values, `--set section.key=value`
+overrides them, and pydantic rejects anything unknown or out of range before a
+single component runs. Paths and names are validated here because they end up
+in file-system calls, GCS object names and Vertex resource names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from trainer.config import Section, TrainerConfig, validate_uri
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Vertex pipeline names and TFX pipeline names must satisfy both services.
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+class ConfigError(ValueError):
+    """A config value is wrong; the message names the field and what is accepted."""
+
+
+class PipelineSection(Section):
+    name: str = "penguin-tpu"
+    # Relative local paths are resolved against the repo root, so a run works
+    # from any working directory.
+    root: str = "output"
+    enable_cache: bool = True
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError(
+                f"{v!r} must be lower-case letters, digits and '-', starting with a letter, at most 63 chars")
+        return v
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v: str) -> str:
+        return validate_uri(v, "pipeline.root")
+
+    @property
+    def root_uri(self) -> str:
+        return resolve(self.root)
+
+    @property
+    def pipeline_root(self) -> str:
+        return join(self.root_uri, "pipeline_root", self.name)
+
+    @property
+    def metadata_path(self) -> str:
+        return join(self.root_uri, "metadata", f"{self.name}.sqlite")
+
+    @property
+    def serving_dir(self) -> str:
+        return join(self.root_uri, "serving_model", self.name)
+
+
+class DataSection(Section):
+    # A directory of CSV files with a header row.
+    input_dir: str = "data/penguins"
+    # A curated, reviewed schema; when empty, SchemaGen infers one from the data.
+    schema_file: Optional[str] = "schema/schema.pbtxt"
+    # Deterministic hash split of the rows (CsvExampleGen hashes each example).
+    train_buckets: int = Field(3, ge=1, le=100)
+    eval_buckets: int = Field(1, ge=1, le=100)
+
+    @field_validator("input_dir", "schema_file")
+    @classmethod
+    def _paths(cls, v: Optional[str], info) -> Optional[str]:
+        return None if v in (None, "") else validate_uri(v, f"data.{info.field_name}")
+
+
+class BeamSection(Section):
+    # in_memory: one process, no worker start-up; right for small data.
+    # multi_processing: scales with cores for large local data.
+    direct_running_mode: Literal["in_memory", "multi_threading", "multi_processing"] = "in_memory"
+    direct_num_workers: int = Field(1, ge=0, le=256)  # 0 means "one per core"
+    extra_args: list[str] = []
+
+    @property
+    def args(self) -> list[str]:
+        return [
+            f"--direct_running_mode={self.direct_running_mode}",
+            f"--direct_num_workers={self.direct_num_workers}",
+            *self.extra_args,
+        ]
+
+
+class EvaluatorSection(Section):
+    # The candidate must reach this eval accuracy to be blessed at all ...
+    accuracy_lower_bound: float = Field(0.9, ge=0, le=1)
+    # ... and may not be worse than the last blessed model by more than this.
+    max_accuracy_regression: float = Field(0.0, ge=0, le=1)
+
+
+class Config(Section):
+    pipeline: PipelineSection = PipelineSection()
+    data: DataSection = DataSection()
+    beam: BeamSection = BeamSection()
+    trainer: TrainerConfig = TrainerConfig()
+    evaluator: EvaluatorSection = EvaluatorSection()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Config":
+        if self.trainer.eval_every_steps > self.trainer.train_steps:
+            raise ValueError(
+                f"trainer.eval_every_steps ({self.trainer.eval_every_steps}) exceeds "
+                f"trainer.train_steps ({self.trainer.train_steps})")
+        return self
+
+
+def resolve(uri: str) -> str:
+    """Make a local relative path absolute against the repo root; leave gs:// alone."""
+    if uri.startswith("gs://") or os.path.isabs(uri):
+        return uri
+    return str(REPO_ROOT / uri)
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def _parse_override(item: str) -> tuple[list[str], Any]:
+    key, sep, raw = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: expected section.key=value")
+    # YAML parsing gives the natural types: 200 -> int, [8, 8] -> list, true -> bool.
+    return key.split("."), yaml.safe_load(raw) if raw else ""
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] = ()) -> Config:
+    """Load a YAML config, apply `section.key=value` overrides, validate everything."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        values = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(values, dict):
+            raise ConfigError(f"{p}: top level must be a mapping of sections")
+    for item in overrides:
+        keys, value = _parse_override(item)
+        node = values
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: {k!r} is not a section")
+        node[keys[-1]] = value
+    try:
+        return Config.model_validate(values)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, path)) from None
+
+
+def _format_errors(e: ValidationError, path) -> str:
+    where = f" in {path}" if path else ""
+    lines = [f"invalid configuration{where}:"]
+    for err in e.errors():
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        lines.append(f"  {field}: {msg} (got {err.get('input')!r})")
+    return "\n".join(lines)

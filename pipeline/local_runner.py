@@ -1,0 +1,39 @@
+"""Run the pipeline on this machine with LocalDagRunner and MLMD on SQLite."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+from tfx import v1 as tfx
+
+from pipeline.config import Config, join
+from pipeline.pipeline import create_pipeline
+from pipeline.progress import run_logging
+from pipeline.summary import RunSummary, format_summary, summarize
+
+
+class PipelineFailed(RuntimeError):
+    """A component raised; the message names it and the log file has the details."""
+
+
+def run_local(config: Config, stream: TextIO = sys.stdout) -> RunSummary:
+    if config.pipeline.root_uri.startswith("gs://"):
+        raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
+    os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
+    log_dir = join(config.pipeline.root_uri, "logs")
+    os.makedirs(log_dir, exist_ok=True)
+    log_file = join(log_dir, time.strftime("run-%Y%m%d-%H%M%S.log"))
+
+    pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
+    with run_logging(log_file, stream) as progress:
+        try:
+            tfx.orchestration.LocalDagRunner().run(pipeline)
+        except Exception as e:
+            where = progress.current or "the pipeline"
+            raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}") from e
+        summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
+    stream.write(format_summary(summary, config, log_file) + "\n")
+    return summary

@@ -1,0 +1,104 @@
+"""The DAG: snapshot -> ExampleGen -> statistics/schema -> validation -> Transform
+-> Trainer -> Evaluator (vs last blessed) -> Pusher."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from pipeline.config import Config, resolve
+from trainer import features
+from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.run_fn import CONFIG_KEY
+
+# Functions are named by import path, not uploaded as module files: the code
+# is baked into the pipeline image, so compiling for Vertex needs no GCS.
+PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
+RUN_FN = "trainer.run_fn.run_fn"
+
+
+def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+    example_gen = tfx.components.CsvExampleGen(
+        input_base=resolve(config.data.input_dir),
+        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+            tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
+            tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
+
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    if config.data.schema_file:
+        schema_gen = tfx.components.ImportSchemaGen(schema_file=resolve(config.data.schema_file))
+    else:
+        schema_gen = tfx.components.SchemaGen(
+            statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN)
+
+    trainer = tfx.components.Trainer(
+        run_fn=RUN_FN,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        # The loop counts its own steps from the trainer config; TFX's
+        # train_args only need to agree for its bookkeeping.
+        train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=None),
+        custom_config={CONFIG_KEY: config.trainer.model_dump()})
+
+    baseline_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=baseline_resolver.outputs["model"],
+        eval_config=eval_config(config))
+
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(
+                base_directory=config.pipeline.serving_dir)))
+
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline.name,
+        pipeline_root=config.pipeline.pipeline_root,
+        components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
+                    trainer, baseline_resolver, evaluator, pusher],
+        enable_cache=config.pipeline.enable_cache,
+        metadata_connection_config=(
+            tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
+            if metadata_path else None),
+        beam_pipeline_args=config.beam.args)
+
+
+def eval_config(config: Config) -> tfma.EvalConfig:
+    """Accuracy must clear an absolute bar and not regress against the last blessed model."""
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(
+            signature_name=SERVING_SIGNATURE,
+            preprocessing_function_names=[TRANSFORM_SIGNATURE],
+            label_key=features.LABEL_XF,
+            prediction_key=PROBABILITIES)],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[tfma.MetricsSpec(metrics=[
+            tfma.MetricConfig(class_name="ExampleCount"),
+            tfma.MetricConfig(
+                class_name="SparseCategoricalAccuracy",
+                threshold=tfma.MetricThreshold(
+                    value_threshold=tfma.GenericValueThreshold(
+                        lower_bound={"value": config.evaluator.accuracy_lower_bound}),
+                    change_threshold=tfma.GenericChangeThreshold(
+                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+                        # A tiny epsilon so an equal model still passes.
+                        absolute={"value": -config.evaluator.max_accuracy_regression - 1e-10}))),
+        ])])

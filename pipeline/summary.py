@@ -1,0 +1,130 @@
+"""What a run did, read back from MLMD: per-component state and time, eval
+metrics against thresholds and the baseline, the blessing, the pushed model."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import tensorflow_model_analysis as tfma
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from pipeline.config import Config
+
+ACCURACY = "sparse_categorical_accuracy"
+_STATES = {metadata_store_pb2.Execution.COMPLETE: "ran", metadata_store_pb2.Execution.CACHED: "cached",
+           metadata_store_pb2.Execution.FAILED: "failed", metadata_store_pb2.Execution.RUNNING: "running"}
+
+
+def open_store(metadata_path: str) -> metadata_store.MetadataStore:
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = metadata_path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    return metadata_store.MetadataStore(config)
+
+
+@dataclasses.dataclass
+class ComponentRun:
+    name: str
+    state: str
+    seconds: float
+    execution_id: int
+
+
+@dataclasses.dataclass
+class RunSummary:
+    run_id: str
+    components: list[ComponentRun]
+    metrics: dict[str, float]           # candidate's overall metrics
+    baseline_metrics: dict[str, float]  # last blessed model's, empty on a first run
+    blessed: Optional[bool]
+    validation_failures: list[str]
+    pushed_path: Optional[str]
+    pushed_version: Optional[str]
+
+    def component(self, name: str) -> Optional[ComponentRun]:
+        return next((c for c in self.components if c.name == name), None)
+
+
+def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> metadata_store_pb2.Context:
+    runs = [c for c in store.get_contexts_by_type("pipeline_run")
+            if any(p.name == pipeline_name for p in store.get_parent_contexts_by_context(c.id))]
+    if not runs:
+        raise LookupError(f"no runs of pipeline {pipeline_name!r} in this metadata store")
+    return max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
+
+
+def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None) -> RunSummary:
+    store = open_store(metadata_path)
+    run = (store.get_context_by_type_and_name("pipeline_run", run_id) if run_id
+           else latest_run(store, pipeline_name))
+    components: list[ComponentRun] = []
+    outputs: dict[str, list[metadata_store_pb2.Artifact]] = {}
+    for execution in sorted(store.get_executions_by_context(run.id), key=lambda e: e.id):
+        node = next(c.name for c in store.get_contexts_by_execution(execution.id) if c.type == "node")
+        name = node.split(".", 1)[1]
+        seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
+        components.append(ComponentRun(name, _STATES.get(execution.last_known_state, "unknown"),
+                                       seconds, execution.id))
+        events = [e for e in store.get_events_by_execution_ids([execution.id])
+                  if e.type == metadata_store_pb2.Event.OUTPUT]
+        outputs[name] = store.get_artifacts_by_id([e.artifact_id for e in events])
+
+    metrics, baseline, failures, blessed = {}, {}, [], None
+    evaluation = _first(outputs.get("Evaluator", []), "ModelEvaluation", store)
+    if evaluation is not None:
+        metrics, baseline = _overall_metrics(evaluation.uri)
+        validation = tfma.load_validation_result(evaluation.uri)
+        blessed = validation.validation_ok
+        failures = [f"{f.metric_key.name}: {f.message}" for per_slice in validation.metric_validations_per_slice
+                    for f in per_slice.failures]
+    pushed = _first(outputs.get("Pusher", []), "PushedModel", store)
+    pushed_ok = pushed is not None and pushed.custom_properties["pushed"].int_value == 1
+    return RunSummary(
+        run_id=run.name, components=components, metrics=metrics, baseline_metrics=baseline,
+        blessed=blessed, validation_failures=failures,
+        pushed_path=pushed.custom_properties["pushed_destination"].string_value if pushed_ok else None,
+        pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None)
+
+
+def _first(artifacts, type_name, store) -> Optional[metadata_store_pb2.Artifact]:
+    type_ids = {t.id for t in store.get_artifact_types() if t.name == type_name}
+    return next((a for a in artifacts if a.type_id in type_ids), None)
+
+
+def _overall_metrics(uri: str) -> tuple[dict[str, float], dict[str, float]]:
+    candidate, baseline = {}, {}
+    for per_slice in tfma.load_metrics(uri):
+        if per_slice.slice_key.single_slice_keys:
+            continue
+        for kv in per_slice.metric_keys_and_values:
+            if kv.key.is_diff:
+                continue
+            target = baseline if kv.key.model_name == "baseline" else candidate
+            target[kv.key.name] = kv.value.double_value.value
+    return candidate, baseline
+
+
+def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] = None) -> str:
+    lines = [f"run {summary.run_id}", "components:"]
+    for c in summary.components:
+        lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
+    lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    acc = summary.metrics.get(ACCURACY)
+    if acc is not None:
+        base = summary.baseline_metrics.get(ACCURACY)
+        lines.append(f"eval accuracy: {acc:.4f} (lower bound {config.evaluator.accuracy_lower_bound}; "
+                     + (f"baseline {base:.4f}, allowed regression {config.evaluator.max_accuracy_regression})"
+                        if base is not None else "no blessed baseline yet)"))
+        lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
+    if summary.blessed is not None:
+        lines.append("blessed: yes" if summary.blessed else "blessed: NO")
+        lines.extend(f"  why: {f}" for f in summary.validation_failures)
+    lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})" if summary.pushed_path
+                 else "pushed: nothing (the model serving now, if any, is unchanged)")
+    lines.append(f"artifacts: {config.pipeline.pipeline_root}")
+    lines.append(f"metadata:  {config.pipeline.metadata_path}")
+    if log_file:
+        lines.append(f"log:       {log_file}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Plain TensorFlow training code: usable and testable without TFX."""

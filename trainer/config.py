@@ -1,0 +1,86 @@
+"""The trainer's settings, and the path checks shared with the pipeline config.
+
+Lives in trainer/ so the training code stays usable without TFX; the pipeline
+config embeds it as its `trainer` section.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+
+
+def validate_uri(value: str, field: str) -> str:
+    """Accept a local path or gs://bucket/prefix; reject traversal and odd characters."""
+    if not value or "\x00" in value or "\n" in value:
+        raise ValueError(f"{field}: empty or contains control characters")
+    if value.startswith("gs://"):
+        bucket, _, prefix = value[len("gs://"):].partition("/")
+        if not _BUCKET_RE.match(bucket):
+            raise ValueError(f"{field}: {bucket!r} is not a valid GCS bucket name")
+        parts = prefix.split("/")
+    elif "://" in value:
+        raise ValueError(f"{field}: only local paths and gs:// URIs are supported, got {value!r}")
+    else:
+        parts = Path(value).parts
+    if ".." in parts:
+        raise ValueError(f"{field}: '..' is not allowed in paths ({value!r})")
+    return value
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class TrainerConfig(Section):
+    strategy: Literal["auto", "tpu", "mirrored", "multi_worker", "default"] = "auto"
+    # TPU name or grpc address; 'local' on a TPU VM.
+    tpu: str = "local"
+    precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = "auto"
+    train_steps: int = Field(400, ge=1)
+    global_batch_size: int = Field(32, ge=1)
+    steps_per_execution: int = Field(20, ge=1)
+    eval_every_steps: int = Field(100, ge=1)
+    eval_batches: int = Field(0, ge=0)  # 0: the whole eval split
+    early_stopping_patience: int = Field(0, ge=0)  # evaluations without improvement; 0: off
+    learning_rate: float = Field(0.01, gt=0, le=10)
+    # Linear scaling with replicas keeps the per-example update size when the
+    # global batch grows with the device count.
+    scale_lr_with_replicas: bool = True
+    warmup_steps: int = Field(0, ge=0)
+    gradient_accumulation_steps: int = Field(1, ge=1)
+    hidden_units: list[int] = [16, 16]
+    l2: float = Field(0.0, ge=0)
+    jit_compile: bool = False
+    seed: int = 42
+    deterministic: bool = True
+    # Empty: checkpoints live in the Trainer's own model_run dir.
+    checkpoint_dir: Optional[str] = None
+    checkpoint_every_steps: int = Field(100, ge=1)
+    checkpoints_to_keep: int = Field(3, ge=1)
+    # [start, stop) step window to capture with tf.profiler; empty: off.
+    profile_steps: list[int] = []
+
+    @field_validator("checkpoint_dir")
+    @classmethod
+    def _ckpt(cls, v: Optional[str]) -> Optional[str]:
+        return None if v in (None, "") else validate_uri(v, "trainer.checkpoint_dir")
+
+    @field_validator("hidden_units")
+    @classmethod
+    def _units(cls, v: list[int]) -> list[int]:
+        if not v or any(u < 1 for u in v):
+            raise ValueError("must be a non-empty list of positive layer widths")
+        return v
+
+    @field_validator("profile_steps")
+    @classmethod
+    def _profile(cls, v: list[int]) -> list[int]:
+        if v and (len(v) != 2 or not 0 <= v[0] < v[1]):
+            raise ValueError("must be empty or [start, stop) with 0 <= start < stop")
+        return v

@@ -1,0 +1,58 @@
+"""TFX Trainer entry point: glue between TFX's FnArgs and the plain-TF loop."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from trainer import features
+from trainer.config import TrainerConfig
+from trainer.data import record_dataset_fn
+from trainer.export import export_serving_model
+from trainer.loop import train
+from trainer.model import build_model
+from trainer.strategy import is_chief, make_strategy
+
+log = logging.getLogger(__name__)
+
+# Key under which the pipeline passes the trainer section in custom_config.
+CONFIG_KEY = "trainer"
+
+
+class PreemptedError(RuntimeError):
+    """Training stopped on SIGTERM after saving a checkpoint; a restart resumes it."""
+
+
+def run_fn(fn_args) -> None:
+    cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
+    strategy = make_strategy(cfg.strategy, cfg.tpu)
+    tft_output = tft.TFTransformOutput(fn_args.transform_output)
+    spec = tft_output.transformed_feature_spec()
+
+    def model_fn():
+        vocab_sizes = {n: tft_output.vocabulary_size_by_name(n) + features.OOV_BUCKETS
+                       for n in features.CATEGORICAL}
+        return build_model(vocab_sizes, tft_output.vocabulary_size_by_name(features.LABEL),
+                           cfg.hidden_units, cfg.l2)
+
+    train_fn = record_dataset_fn(fn_args.train_files, spec, cfg.global_batch_size, training=True,
+                                 seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
+    eval_fn = record_dataset_fn(fn_args.eval_files, spec, cfg.global_batch_size, training=False,
+                                drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
+    if cfg.eval_batches:
+        eval_fn = (lambda fn: lambda ctx: fn(ctx).take(cfg.eval_batches))(eval_fn)
+
+    result = train(strategy, cfg, model_fn, train_fn, eval_fn,
+                   checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
+                   logdir=fn_args.model_run_dir)
+    if result.preempted:
+        raise PreemptedError(f"preempted at step {result.step}; restart the job to resume")
+    # Saving is a collective under MultiWorkerMirroredStrategy: every worker
+    # exports, only the chief's copy lands where Pusher looks.
+    export_dir = fn_args.serving_model_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="export-")
+    export_serving_model(result.model, tft_output, export_dir)
+    log.info("exported %s after %d steps", export_dir, result.step)

@@ -1,0 +1,123 @@
+"""Pick and set up the tf.distribute strategy; must run before any other TF op.
+
+TPU and multi-worker set-up touch the TF runtime (connect to the cluster,
+initialise the TPU system, collective ops from TF_CONFIG), which only works
+when nothing else has used TF yet in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+# Vertex AI names its worker pools workerpool0..3; TF_CONFIG wants task types.
+_VERTEX_POOL_TO_TASK = {"workerpool0": "chief", "workerpool1": "worker",
+                        "workerpool2": "ps", "workerpool3": "evaluator"}
+
+
+class StrategyError(RuntimeError):
+    """The requested strategy cannot be created here; the message says why."""
+
+
+def tf_config_from_vertex(cluster_spec_json: str) -> dict:
+    """Translate Vertex AI's CLUSTER_SPEC into the TF_CONFIG TF expects."""
+    spec = json.loads(cluster_spec_json)
+    cluster = {_VERTEX_POOL_TO_TASK[pool]: hosts for pool, hosts in spec["cluster"].items() if hosts}
+    task = spec["task"]
+    return {"cluster": cluster, "task": {"type": _VERTEX_POOL_TO_TASK[task["type"]], "index": task["index"]}}
+
+
+def _tf_config() -> dict | None:
+    """TF_CONFIG as a dict, filled from Vertex's CLUSTER_SPEC when only that is set."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw and os.environ.get("CLUSTER_SPEC"):
+        try:
+            config = tf_config_from_vertex(os.environ["CLUSTER_SPEC"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise StrategyError(f"CLUSTER_SPEC set by Vertex AI does not parse: {e}") from None
+        os.environ["TF_CONFIG"] = json.dumps(config)
+        return config
+    if not raw:
+        return None
+    try:
+        config = json.loads(raw)
+        if not isinstance(config, dict) or "cluster" not in config or "task" not in config:
+            raise ValueError("needs 'cluster' and 'task' keys")
+        return config
+    except ValueError as e:
+        raise StrategyError(f"TF_CONFIG does not parse ({e}): {raw[:200]!r}") from None
+
+
+def _tpu_attached() -> bool:
+    # A TPU VM exposes its chips as /dev/accel*, Vertex and GKE set TPU env vars;
+    # listing TPU devices would need the (slow, stateful) TPU system init.
+    return (os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0")
+            or bool(os.environ.get("TPU_NAME")) or bool(os.environ.get("TPU_ACCELERATOR_TYPE")))
+
+
+def _make_tpu(tpu: str) -> tf.distribute.TPUStrategy:
+    if tpu == "local" and not _tpu_attached():
+        raise StrategyError("trainer.strategy=tpu but no TPU is attached to this machine "
+                            "(no /dev/accel*, TPU_NAME or TPU_ACCELERATOR_TYPE); "
+                            "set trainer.tpu to a TPU name or address, or pick another strategy")
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.OpError, RuntimeError) as e:
+        raise StrategyError(f"trainer.strategy=tpu: could not reach TPU {tpu!r} (trainer.tpu): {e}") from e
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def make_strategy(kind: str, tpu: str = "local") -> tf.distribute.Strategy:
+    """`kind` is trainer.strategy: auto | tpu | mirrored | multi_worker | default."""
+    if kind == "auto":
+        cluster = (_tf_config() or {}).get("cluster", {})
+        if _tpu_attached():
+            kind = "tpu"
+        elif len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1:
+            kind = "multi_worker"
+        elif len(tf.config.list_physical_devices("GPU")) > 1:
+            kind = "mirrored"
+        else:
+            kind = "default"
+    log.info("distribution strategy: %s", kind)
+    if kind == "tpu":
+        return _make_tpu(tpu)
+    if kind == "multi_worker":
+        if _tf_config() is None:
+            raise StrategyError("trainer.strategy=multi_worker needs TF_CONFIG (or Vertex's CLUSTER_SPEC)")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if kind == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if kind == "default":
+        return tf.distribute.get_strategy()
+    raise StrategyError(f"trainer.strategy={kind!r}: expected auto, tpu, mirrored, multi_worker or default")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Only the chief exports and writes summaries; others write to temp dirs."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type in (None, "chief"):
+        return True
+    # Without a chief, worker 0 plays that role.
+    return task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().as_dict()
+
+
+def precision_policy(strategy: tf.distribute.Strategy, requested: str) -> str:
+    """bfloat16 on TPU (no loss scaling needed), float16 on GPU, float32 on CPU."""
+    if requested != "auto":
+        return requested
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return "mixed_bfloat16"
+    if tf.config.list_physical_devices("GPU"):
+        return "mixed_float16"
+    return "float32"
