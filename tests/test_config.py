@@ -1,0 +1,54 @@
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.config import ConfigError, load_config
+
+
+def test_shipped_config_loads_and_overrides_are_typed():
+    config = load_config("configs/local.yaml", ["trainer.train_steps=200", "trainer.hidden_units=[8, 4]"])
+    assert config.trainer.train_steps == 200
+    assert config.trainer.hidden_units == [8, 4]
+    assert config.pipeline.serving_dir.endswith("/output/serving_model/penguin-tpu")
+
+
+@pytest.mark.parametrize("override, field, hint", [
+    ("trainer.strategy=gpu", "trainer.strategy", "'auto', 'tpu', 'mirrored', 'multi_worker' or 'default'"),
+    ("trainer.train_steps=0", "trainer.train_steps", "greater than or equal to 1"),
+    ("trainer.learning_rate=abc", "trainer.learning_rate", "valid number"),
+    ("trainer.hidden_units=[]", "trainer.hidden_units", "non-empty"),
+    ("trainer.bogus=1", "trainer.bogus", "unknown setting"),
+    ("pipeline.name=My_Pipeline", "pipeline.name", "lower-case"),
+    ("pipeline.root=../elsewhere", "pipeline.root", "'..' is not allowed"),
+    ("data.input_dir=s3://bucket/x", "data.input_dir", "only local paths and gs://"),
+    ("trainer.checkpoint_dir=gs://Bad_Bucket/ckpt", "trainer.checkpoint_dir", "not a valid GCS bucket"),
+    ("evaluator.accuracy_lower_bound=1.5", "evaluator.accuracy_lower_bound", "less than or equal to 1"),
+    ("beam.direct_running_mode=fast", "beam.direct_running_mode", "in_memory"),
+])
+def test_bad_values_are_rejected_naming_the_field(override, field, hint):
+    with pytest.raises(ConfigError) as e:
+        load_config("configs/local.yaml", [override])
+    assert field in str(e.value)
+    assert hint in str(e.value)
+
+
+def test_cross_field_check():
+    with pytest.raises(ConfigError, match="eval_every_steps"):
+        load_config(None, ["trainer.train_steps=10", "trainer.eval_every_steps=20"])
+
+
+def test_missing_file_and_malformed_override():
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config("configs/nope.yaml")
+    with pytest.raises(ConfigError, match="expected section.key=value"):
+        load_config(None, ["trainer.train_steps"])
+
+
+def test_cli_rejects_bad_config_before_running_anything(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--set", f"pipeline.root={tmp_path}",
+         "--set", "trainer.strategy=gpu"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "trainer.strategy" in result.stderr
+    assert not any(tmp_path.iterdir()), "nothing may be written for a rejected config"

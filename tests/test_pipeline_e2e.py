@@ -1,0 +1,70 @@
+"""The real pipeline, LocalDagRunner + MLMD on SQLite, on the bundled data."""
+
+import glob
+import io
+import os
+
+import pytest
+import tensorflow as tf
+
+from pipeline.local_runner import run_local
+from pipeline.summary import ACCURACY, summarize
+from trainer import features
+
+pytestmark = pytest.mark.e2e
+
+ALL_COMPONENTS = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "Transform",
+                  "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+
+
+def test_every_component_ran_and_a_blessed_model_was_pushed(pipeline_run):
+    config, summary, console = pipeline_run
+    assert {c.name for c in summary.components} == ALL_COMPONENTS
+    assert all(c.state == "ran" for c in summary.components), summary.components
+    assert summary.blessed is True
+    assert summary.metrics[ACCURACY] >= config.evaluator.accuracy_lower_bound
+    # TF Serving layout: <serving_dir>/<integer version>/saved_model.pb
+    assert os.path.dirname(summary.pushed_path) == config.pipeline.serving_dir
+    assert summary.pushed_version.isdigit()
+    assert os.path.isfile(os.path.join(summary.pushed_path, "saved_model.pb"))
+    # The console showed progress per component and the final summary.
+    for name in ("CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"):
+        assert f"> {name} ..." in console
+    assert "blessed: yes" in console and summary.pushed_path in console
+
+
+def _eval_examples(config):
+    pattern = os.path.join(config.pipeline.pipeline_root, "CsvExampleGen", "examples", "*", "Split-eval", "*")
+    files = glob.glob(pattern)
+    assert files, pattern
+    return [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def test_pushed_model_serves_raw_examples_accurately(pipeline_run):
+    config, summary, _ = pipeline_run
+    serve = tf.saved_model.load(summary.pushed_path).signatures["serving_default"]
+    records = _eval_examples(config)
+    # What a TF Serving client sends: serialized tf.Examples without the label.
+    requests, truth = [], []
+    for raw in records:
+        example = tf.train.Example.FromString(raw)
+        truth.append(example.features.feature[features.LABEL].bytes_list.value[0])
+        del example.features.feature[features.LABEL]
+        requests.append(example.SerializeToString())
+    out = serve(examples=tf.constant(requests))
+    predicted = out["class_name"].numpy().tolist()
+    accuracy = sum(p == t for p, t in zip(predicted, truth)) / len(truth)
+    assert len(truth) > 50
+    assert accuracy >= 0.9
+    assert out["probabilities"].shape == (len(truth), 3)
+    # Rows with missing measurements are still scored (imputed, not dropped).
+    assert set(predicted) <= {b"Adelie", b"Chinstrap", b"Gentoo"}
+
+
+def test_second_run_is_served_from_cache(pipeline_run):
+    config, first, _ = pipeline_run
+    second = run_local(config, stream=io.StringIO())
+    states = {c.name: c.state for c in second.components}
+    for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer"):
+        assert states[name] == "cached", states
+    assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id
