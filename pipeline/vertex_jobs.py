@@ -9,6 +9,7 @@ credentials, so no token ever travels unencrypted.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -59,7 +60,8 @@ def describe_api_error(e: Exception, action: str, config: Config) -> str:
     """One line a person can act on, for the errors Vertex and GCS really return."""
     from google.api_core import exceptions as gexc
 
-    message = getattr(e, "message", None) or str(e)
+    # REST errors start with "POST https://...: "; the server's own words are what matter.
+    message = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", getattr(e, "message", None) or str(e))
     project = config.vertex.project
     if isinstance(e, gexc.PermissionDenied | gexc.Forbidden):
         hint = (f"the caller needs roles/aiplatform.user on project {project} and roles/iam.serviceAccountUser "

@@ -67,7 +67,7 @@ class FakeVertex:
             do_GET = do_POST = do_DELETE = do_PATCH = _handle
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def stop(self) -> None:
