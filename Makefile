@@ -50,17 +50,18 @@ schedule: venv
 
 # Dev tools whose pins conflict with TFX's (checkov) live in their own venv.
 TOOLS_VENV := .venv-tools
+TOOLS_PYTHON ?= python3
 
 tools-venv: $(TOOLS_VENV)/.installed
 
 $(TOOLS_VENV)/.installed: requirements-tools.lock
 	rm -rf $(TOOLS_VENV)
-	python3 -m venv $(TOOLS_VENV)
+	$(TOOLS_PYTHON) -m venv $(TOOLS_VENV)
 	$(TOOLS_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-tools.lock
 	touch $@
 
 checkov: tools-venv
-	$(TOOLS_VENV)/bin/checkov -d infra/terraform --compact --quiet
+	$(TOOLS_VENV)/bin/checkov -d infra/terraform --compact --quiet --skip-download
 
 test: venv
 	$(PY) -m ruff check pipeline components trainer tests
