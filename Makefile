@@ -35,9 +35,11 @@ run: venv
 	$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
 
 # Vertex AI (docs/vertex.md). compile needs no cloud access; submit/schedule use
-# Application Default Credentials. e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'"
+# Application Default Credentials. e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'",
+# make schedule ACTION=pause ID=1234
 VERTEX_CONFIG ?= configs/vertex.yaml
 ACTION ?= list
+ID ?=
 
 compile: venv
 	$(PY) -m pipeline compile --config $(VERTEX_CONFIG) $(ARGS)
@@ -46,7 +48,7 @@ submit: venv
 	$(PY) -m pipeline submit --config $(VERTEX_CONFIG) $(ARGS)
 
 schedule: venv
-	$(PY) -m pipeline schedule $(ACTION) --config $(VERTEX_CONFIG) $(ARGS)
+	$(PY) -m pipeline schedule $(ACTION) $(ID) --config $(VERTEX_CONFIG) $(ARGS)
 
 # Dev tools whose pins conflict with TFX's (checkov) live in their own venv.
 TOOLS_VENV := .venv-tools

@@ -24,8 +24,10 @@ _ITEM_RE = re.compile(r"^(\*|(?P<lo>[0-9A-Za-z]+)(-(?P<hi>[0-9A-Za-z]+))?)(/(?P<
 _SCHEDULE_ID_RE = re.compile(r"^([0-9]+|projects/[a-z0-9-]+/locations/[a-z0-9-]+/schedules/[0-9]+)$")
 
 
-def validate_cron(cron: str) -> str:
+def validate_cron(cron: str | None) -> str:
     """Vertex's cron: five unix fields, optionally prefixed by TZ= or CRON_TZ= and an IANA zone."""
+    if not cron or not cron.strip():
+        raise ConfigError("schedule create needs --cron, e.g. --cron '0 3 * * 1' (03:00 UTC every Monday)")
     text = cron.strip()
     if text.startswith(("TZ=", "CRON_TZ=")):
         zone, _, text = text.partition(" ")
@@ -78,7 +80,9 @@ def parse_time(value: str | None, flag: str) -> str | None:
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _schedule_id(value: str) -> str:
+def _schedule_id(value: str | None, action: str) -> str:
+    if not value:
+        raise ConfigError(f"schedule {action} needs a schedule id (see `schedule list`)")
     if not _SCHEDULE_ID_RE.match(value):
         raise ConfigError(f"schedule {value!r}: expected a numeric schedule id or its full resource name "
                           "(see `schedule list`)")
@@ -142,7 +146,7 @@ def cmd_schedule(config: Config, args) -> int:
                 if not schedules:
                     print(f"no schedules in {config.vertex.project}/{config.vertex.region}")
                 return EXIT_OK
-            schedule = aiplatform.PipelineJobSchedule.get(_schedule_id(args.schedule))
+            schedule = aiplatform.PipelineJobSchedule.get(_schedule_id(args.schedule, args.action))
             {"pause": schedule.pause, "resume": schedule.resume, "delete": schedule.delete}[args.action]()
         except gexc.GoogleAPICallError as e:
             raise VertexError(describe_api_error(e, f"schedule {args.action}", config)) from None
