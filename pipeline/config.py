@@ -116,12 +116,16 @@ WORKER_POOL_PRESETS: dict[str, dict[str, Any]] = {
 _PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]$")
 _SA_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
-# registry/path:tag or registry/path@sha256:digest; an image without either is unpinned.
+# registry/path:tag or registry/path@sha256:digest; no tag, or the moving :latest, is unpinned.
 _IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+"
-                       r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
+                       r"(:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 _LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _MACHINE_RE = re.compile(r"^[a-z0-9-]{1,64}$")
+_ACCELERATOR_RE = re.compile(r"^[A-Z0-9_]{1,64}$")
+_TOPOLOGY_RE = re.compile(r"^[0-9]+x[0-9]+(x[0-9]+)?$")
+_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-z0-9-]+/)?"
+                        r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$")
 
 
 def _check(regex: re.Pattern, value: Optional[str], what: str) -> Optional[str]:
@@ -143,16 +147,20 @@ class WorkerPoolSection(Section):
     # Empty: vertex.trainer_image (the TPU variant) for TPU presets, else vertex.pipeline_image.
     image: Optional[str] = None
 
-    @field_validator("machine_type", "accelerator_type")
+    @field_validator("machine_type")
     @classmethod
-    def _machine(cls, v: Optional[str], info) -> Optional[str]:
-        return _check(_MACHINE_RE if info.field_name == "machine_type" else re.compile(r"^[A-Z0-9_]{1,64}$"),
-                      v, info.field_name)
+    def _machine(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_MACHINE_RE, v, "machine type (e.g. n1-standard-8)")
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accelerator(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_ACCELERATOR_RE, v, "accelerator type (e.g. NVIDIA_TESLA_T4, TPU_V3)")
 
     @field_validator("tpu_topology")
     @classmethod
     def _topology(cls, v: Optional[str]) -> Optional[str]:
-        return _check(re.compile(r"^[0-9]+x[0-9]+(x[0-9]+)?$"), v, "TPU topology (e.g. 2x2)")
+        return _check(_TOPOLOGY_RE, v, "TPU topology (e.g. 2x2)")
 
     @field_validator("image")
     @classmethod
@@ -255,8 +263,7 @@ class DataflowSection(Section):
     @field_validator("subnetwork")
     @classmethod
     def _subnet(cls, v: Optional[str]) -> Optional[str]:
-        return _check(re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-z0-9-]+/)?"
-                                 r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$"), v, "subnetwork")
+        return _check(_SUBNET_RE, v, "subnetwork (regions/REGION/subnetworks/NAME)")
 
 
 class Config(Section):

@@ -56,17 +56,20 @@ def init_client(config: Config, api_endpoint: Optional[str] = None):
     return aiplatform
 
 
-def describe_api_error(e: Exception, action: str, config: Config) -> str:
-    """One line a person can act on, for the errors Vertex and GCS really return."""
+def describe_api_error(e: Exception, action: str, config: Config, needs: Optional[str] = None) -> str:
+    """One line a person can act on, for the errors Vertex and GCS really return.
+
+    `needs` says which permission a 403 is about; by default the Vertex ones.
+    """
     from google.api_core import exceptions as gexc
 
     # REST errors start with "POST https://...: "; the server's own words are what matter.
     message = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", getattr(e, "message", None) or str(e))
     project = config.vertex.project
     if isinstance(e, gexc.PermissionDenied | gexc.Forbidden):
-        hint = (f"the caller needs roles/aiplatform.user on project {project} and roles/iam.serviceAccountUser "
-                f"on {config.vertex.service_account} (see infra/terraform)")
-        return f"{action}: permission denied (403): {message}; {hint}"
+        needs = needs or (f"roles/aiplatform.user on project {project} and roles/iam.serviceAccountUser "
+                          f"on {config.vertex.service_account}")
+        return f"{action}: permission denied (403): {message}; the caller needs {needs} (see infra/terraform)"
     if isinstance(e, gexc.ResourceExhausted | gexc.TooManyRequests):
         return (f"{action}: quota exhausted (429): {message}; retry later or request more quota for "
                 f"{config.vertex.region} in the console (IAM & Admin > Quotas)")
@@ -92,7 +95,9 @@ def check_bucket(config: Config) -> None:
     try:
         found = storage.Client(project=config.vertex.project).lookup_bucket(bucket)
     except gexc.GoogleAPICallError as e:
-        raise VertexError(describe_api_error(e, f"checking bucket gs://{bucket}", config)) from None
+        raise VertexError(describe_api_error(
+            e, f"checking bucket gs://{bucket}", config,
+            needs=f"storage.buckets.get on gs://{bucket} (roles/storage.legacyBucketReader)")) from None
     if found is None:
         raise VertexError(f"bucket gs://{bucket} (pipeline.root) does not exist; create it with infra/terraform "
                           "(see docs/vertex.md) or fix pipeline.root")

@@ -148,6 +148,7 @@ def test_strategy_contradicting_the_machine_is_rejected():
     ("data.input_dir=data/penguins", r"data.input_dir must be a gs:// URI"),
     ("trainer.checkpoint_dir=/tmp/ckpt", r"trainer.checkpoint_dir must be a gs:// URI"),
     ("vertex.pipeline_image=gcr.io/p/pipeline", r"vertex.pipeline_image.*pinned by tag or digest"),
+    ("vertex.trainer_image=gcr.io/p/pipeline:latest", r"vertex.trainer_image.*pinned by tag or digest"),
     ("vertex.service_account=someone@gmail.com", r"vertex.service_account.*service account email"),
     ("vertex.project=Bad_Project", r"vertex.project.*GCP project id"),
     ("vertex.labels={Env: prod}", r"vertex.labels.*label key"),
@@ -157,6 +158,21 @@ def test_strategy_contradicting_the_machine_is_rejected():
 def test_bad_vertex_settings_are_named(override, message):
     with pytest.raises(ConfigError, match=message):
         vertex_config(override)
+
+
+def test_dataflow_disabled_keeps_beam_in_the_step_container():
+    config = vertex_config("dataflow.enabled=false")
+    assert beam_pipeline_args(config) == config.beam.args
+    assert not any("Dataflow" in a for a in beam_pipeline_args(config))
+
+
+def test_dataflow_options_reach_the_args():
+    args = beam_pipeline_args(vertex_config(
+        "dataflow.use_public_ips=true", "dataflow.subnetwork=regions/us-central1/subnetworks/private",
+        "beam.extra_args=[--number_of_worker_harness_threads=4]"))
+    assert "--no_use_public_ips" not in args
+    assert "--subnetwork=regions/us-central1/subnetworks/private" in args
+    assert args[-1] == "--number_of_worker_harness_threads=4"
 
 
 def test_dataflow_without_vertex_is_rejected():
