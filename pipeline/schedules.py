@@ -89,16 +89,27 @@ def _schedule_id(value: str | None, action: str) -> str:
     return value
 
 
-def create(config: Config, template: str, cron: str, display_name: str, max_concurrent_runs: int = 1,
-           start_time: str | None = None, end_time: str | None = None, max_run_count: int | None = None):
-    from google.api_core import exceptions as gexc
-
-    from pipeline.vertex_jobs import VertexError, build_job, check_bucket, describe_api_error
-
+def schedule_settings(cron: str | None, start_time: str | None, end_time: str | None,
+                      max_concurrent_runs: int, max_run_count: int | None = None) -> tuple[str, str | None, str | None]:
+    """Checked cron and RFC 3339 UTC start/end; a ConfigError names the flag that is wrong."""
     cron = validate_cron(cron)
     start, end = parse_time(start_time, "--start-time"), parse_time(end_time, "--end-time")
     if start and end and end <= start:
         raise ConfigError(f"--end-time {end_time!r} is not after --start-time {start_time!r}")
+    if max_concurrent_runs < 1:
+        raise ConfigError(f"--max-concurrent-runs {max_concurrent_runs}: must be at least 1")
+    if max_run_count is not None and max_run_count < 1:
+        raise ConfigError(f"--max-run-count {max_run_count}: must be at least 1 (leave it out for no limit)")
+    return cron, start, end
+
+
+def create(config: Config, template: str, display_name: str, cron: str, start: str | None = None,
+           end: str | None = None, max_concurrent_runs: int = 1, max_run_count: int | None = None):
+    """Create a schedule from checked settings (see schedule_settings)."""
+    from google.api_core import exceptions as gexc
+
+    from pipeline.vertex_jobs import VertexError, build_job, check_bucket, describe_api_error
+
     check_bucket(config)
     # Every scheduled run uses the template compiled now; re-create the schedule after a change.
     job = build_job(config, template)
@@ -127,15 +138,12 @@ def cmd_schedule(config: Config, args) -> int:
     try:
         aiplatform = init_client(config, args.api_endpoint)
         if args.action == "create":
-            if args.max_concurrent_runs < 1:
-                raise ConfigError(f"--max-concurrent-runs {args.max_concurrent_runs}: must be at least 1")
             # Checked before the compile, which takes seconds.
-            validate_cron(args.cron)
-            parse_time(args.start_time, "--start-time")
-            parse_time(args.end_time, "--end-time")
-            schedule = create(config, compile_pipeline(config, args.output), args.cron,
+            cron, start, end = schedule_settings(args.cron, args.start_time, args.end_time,
+                                                 args.max_concurrent_runs, args.max_run_count)
+            schedule = create(config, compile_pipeline(config, args.output),
                               args.display_name or f"{config.pipeline.name}-retraining",
-                              args.max_concurrent_runs, args.start_time, args.end_time, args.max_run_count)
+                              cron, start, end, args.max_concurrent_runs, args.max_run_count)
             print(f"created {describe(schedule)}")
             return EXIT_OK
         try:

@@ -179,7 +179,8 @@ def test_plain_http_endpoints_must_be_local(vertex, capsys):
 def test_schedule_create_sends_cron_limits_times_and_identity(vertex, capsys):
     fake, args = vertex
     code, out, err = run(capsys, "schedule", "create", *args, "--cron", "TZ=Europe/Berlin 0 3 * * MON",
-                         "--max-concurrent-runs", "2", "--start-time", "2027-01-04T03:00:00+01:00",
+                         "--max-concurrent-runs", "2", "--max-run-count", "52",
+                         "--start-time", "2027-01-04T03:00:00+01:00",
                          "--end-time", "2027-12-31T00:00:00Z", "--display-name", "weekly-retraining")
     assert code == EXIT_OK, err
     [request] = fake.sent("POST", SCHEDULES + "$")
@@ -187,6 +188,7 @@ def test_schedule_create_sends_cron_limits_times_and_identity(vertex, capsys):
     assert body["cron"] == "TZ=Europe/Berlin 0 3 * * MON"
     assert body["displayName"] == "weekly-retraining"
     assert body["maxConcurrentRunCount"] == "2"  # int64 travels as a JSON string
+    assert body["maxRunCount"] == "52"
     assert body["startTime"] == "2027-01-04T02:00:00Z" and body["endTime"] == "2027-12-31T00:00:00Z"
     job = body["createPipelineJobRequest"]["pipelineJob"]
     assert job["serviceAccount"] == SA
@@ -260,7 +262,8 @@ def test_invalid_cron_is_rejected_locally(vertex, capsys, cron, message):
     (["--start-time", "2027-01-04 03:00"], "give a time zone"),
     (["--start-time", "next monday"], "expected ISO 8601"),
     (["--start-time", "2027-02-01T00:00:00Z", "--end-time", "2027-01-01T00:00:00Z"], "is not after --start-time"),
-    (["--max-concurrent-runs", "0"], "must be at least 1"),
+    (["--max-concurrent-runs", "0"], "--max-concurrent-runs 0: must be at least 1"),
+    (["--max-run-count", "0"], "--max-run-count 0: must be at least 1"),
 ])
 def test_bad_schedule_times_and_limits_are_rejected_locally(vertex, capsys, extra, message):
     fake, args = vertex
