@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -123,6 +124,15 @@ def test_required_apis_and_variables(tf):
     assert all(v.get("description") for v in tf["variable"].values())
     repo = tf["resource"]["google_artifact_registry_repository"]["images"]
     assert repo["format"] == "DOCKER" and repo["docker_config"][0]["immutable_tags"] is True
+
+
+def test_terraform_parses_and_is_formatted():
+    """terraform's own parser; `validate` would need the provider download, which needs the network."""
+    if shutil.which("terraform") is None:
+        pytest.skip("terraform is not installed")
+    result = subprocess.run(["terraform", "fmt", "-check", "-diff", "-recursive", str(TERRAFORM)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_checkov_suppressions_give_reasons():
