@@ -63,7 +63,7 @@ $(TOOLS_VENV)/.installed: requirements-tools.lock
 	touch $@
 
 checkov: tools-venv
-	$(TOOLS_VENV)/bin/checkov -d infra/terraform --compact --quiet --skip-download
+	$(TOOLS_VENV)/bin/checkov -d infra --compact --quiet --skip-download
 
 test: venv
 	$(PY) -m ruff check pipeline components trainer tests
