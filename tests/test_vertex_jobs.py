@@ -111,6 +111,16 @@ def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, res
     assert len(fake.sent("GET", JOBS + "/penguin-run-1$")) >= 2
 
 
+def test_submit_wait_exits_non_zero_when_the_run_fails(vertex):
+    fake, args = vertex
+    fake.job_states = ["PIPELINE_STATE_RUNNING", "PIPELINE_STATE_FAILED"]
+    fake.job_error = "The DAG failed because some tasks failed: Trainer"
+    code, out, err = run_process("submit", *args, "--wait", "--poll-seconds", "0.01")
+    assert code == EXIT_FAILED, err[-3000:]
+    assert "submitted projects/" in out
+    assert "PIPELINE_STATE_FAILED" in out and "error: The DAG failed because some tasks failed: Trainer" in out
+
+
 def test_wait_reports_a_failed_job(vertex, capsys):
     from pipeline.vertex_jobs import init_client, wait
     from tests.vertex_support import vertex_config
