@@ -16,7 +16,7 @@ PYTHON310 := $(shell \
   if python3.10 -c 'import sys' >/dev/null 2>&1; then command -v python3.10; \
   else ls -d $$HOME/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1; fi)
 
-.PHONY: venv run test lint bench clean
+.PHONY: venv run test lint bench clean compile submit schedule tools-venv checkov
 
 venv: $(VENV)/.installed
 
@@ -33,6 +33,37 @@ $(VENV)/.installed: requirements.lock
 
 run: venv
 	$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
+
+# Vertex AI (docs/vertex.md). compile needs no cloud access; submit/schedule use
+# Application Default Credentials. e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'",
+# make schedule ACTION=pause ID=1234
+VERTEX_CONFIG ?= configs/vertex.yaml
+ACTION ?= list
+ID ?=
+
+compile: venv
+	$(PY) -m pipeline compile --config $(VERTEX_CONFIG) $(ARGS)
+
+submit: venv
+	$(PY) -m pipeline submit --config $(VERTEX_CONFIG) $(ARGS)
+
+schedule: venv
+	$(PY) -m pipeline schedule $(ACTION) $(ID) --config $(VERTEX_CONFIG) $(ARGS)
+
+# Dev tools whose pins conflict with TFX's (checkov) live in their own venv.
+TOOLS_VENV := .venv-tools
+TOOLS_PYTHON ?= python3
+
+tools-venv: $(TOOLS_VENV)/.installed
+
+$(TOOLS_VENV)/.installed: requirements-tools.lock
+	rm -rf $(TOOLS_VENV)
+	$(TOOLS_PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements-tools.lock
+	touch $@
+
+checkov: tools-venv
+	$(TOOLS_VENV)/bin/checkov -d infra --compact --quiet --skip-download
 
 test: venv
 	$(PY) -m ruff check pipeline components trainer tests

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from pipeline.config import ConfigError, load_config
+from pipeline.vertex_compile import DEFAULT_OUTPUT
 
 # Exit codes a scheduler or CI can act on.
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
@@ -22,7 +23,41 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
     _add_config_args(run)
+    _add_vertex_commands(sub)
     return parser
+
+
+def _add_vertex_commands(sub) -> None:
+    compile_ = sub.add_parser("compile", help="write the Vertex AI PipelineJob JSON (no cloud access)")
+    submit = sub.add_parser("submit", help="compile and submit to Vertex AI Pipelines")
+    schedule = sub.add_parser("schedule", help="manage scheduled runs on Vertex AI Pipelines")
+    schedule.add_argument("action", choices=["create", "list", "pause", "resume", "delete"])
+    schedule.add_argument("schedule", nargs="?", help="schedule id or resource name (pause/resume/delete)")
+    schedule.add_argument("--cron", help="e.g. 'TZ=Europe/Berlin 0 3 * * 1' (create)")
+    schedule.add_argument("--display-name", help="default: <pipeline name>-retraining")
+    schedule.add_argument("--max-concurrent-runs", type=int, default=1)
+    schedule.add_argument("--max-run-count", type=int, help="stop after this many runs")
+    schedule.add_argument("--start-time", help="ISO 8601 with zone, e.g. 2027-01-04T03:00:00Z")
+    schedule.add_argument("--end-time", help="ISO 8601 with zone")
+    submit.add_argument("--wait", action="store_true", help="follow the job; exit 1 unless it succeeds")
+    submit.add_argument("--poll-seconds", type=float, default=30.0)
+    submit.add_argument("--job-id", help="default: <pipeline name>-<timestamp>")
+    submit.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                        help="override pipeline.enable_cache for this run")
+    for p in (compile_, submit, schedule):
+        _add_config_args(p)
+        p.set_defaults(config="configs/vertex.yaml")
+        p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+    for p in (submit, schedule):
+        p.add_argument("--api-endpoint", help="Vertex API endpoint, e.g. europe-west4-aiplatform.googleapis.com")
+
+
+def _vertex_command(name: str):
+    # Imported on demand: the Vertex client libraries are slow to import and local runs don't need them.
+    from pipeline import schedules, vertex_compile, vertex_jobs
+
+    return {"compile": vertex_compile.cmd_compile, "submit": vertex_jobs.cmd_submit,
+            "schedule": schedules.cmd_schedule}[name]
 
 
 def cmd_run(config) -> int:
@@ -43,4 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    if args.command in ("compile", "submit", "schedule"):
+        return _vertex_command(args.command)(config, args)
     return {"run": cmd_run}[args.command](config)

@@ -103,12 +103,178 @@ class EvaluatorSection(Section):
     max_accuracy_regression: float = Field(0.0, ge=0, le=1)
 
 
+# Vertex AI worker-pool machines for the Trainer. TPU v5e is a TPU VM
+# (topology, no accelerator fields); v2/v3 use the legacy "cloud-tpu" machine.
+WORKER_POOL_PRESETS: dict[str, dict[str, Any]] = {
+    "tpu_v5e": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"},
+    "tpu_v3": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8},
+    "tpu_v2": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
+    "gpu": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
+    "cpu": {"machine_type": "n1-standard-8"},
+}
+
+_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]$")
+_SA_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
+# registry/path:tag or registry/path@sha256:digest; no tag, or the moving :latest, is unpinned.
+_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+"
+                       r"(:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
+_LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
+_MACHINE_RE = re.compile(r"^[a-z0-9-]{1,64}$")
+_ACCELERATOR_RE = re.compile(r"^[A-Z0-9_]{1,64}$")
+_TOPOLOGY_RE = re.compile(r"^[0-9]+x[0-9]+(x[0-9]+)?$")
+_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-z0-9-]+/)?"
+                        r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$")
+
+
+def _check(regex: re.Pattern, value: Optional[str], what: str) -> Optional[str]:
+    if value is not None and not regex.match(value):
+        raise ValueError(f"{value!r} is not a valid {what}")
+    return value
+
+
+class WorkerPoolSection(Section):
+    """The Trainer's Vertex AI CustomJob machines: a preset, optionally adjusted."""
+    preset: Literal["tpu_v5e", "tpu_v3", "tpu_v2", "gpu", "cpu"] = "tpu_v5e"
+    machine_type: Optional[str] = None
+    accelerator_type: Optional[str] = None
+    accelerator_count: Optional[int] = Field(None, ge=1, le=64)
+    tpu_topology: Optional[str] = None
+    # Extra workers (workerpool1) for MultiWorkerMirroredStrategy; TF on
+    # Vertex TPUs is single-host, so TPU presets take none.
+    extra_workers: int = Field(0, ge=0, le=64)
+    # Empty: vertex.trainer_image (the TPU variant) for TPU presets, else vertex.pipeline_image.
+    image: Optional[str] = None
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_MACHINE_RE, v, "machine type (e.g. n1-standard-8)")
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accelerator(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_ACCELERATOR_RE, v, "accelerator type (e.g. NVIDIA_TESLA_T4, TPU_V3)")
+
+    @field_validator("tpu_topology")
+    @classmethod
+    def _topology(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_TOPOLOGY_RE, v, "TPU topology (e.g. 2x2)")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_IMAGE_RE, v, "container image pinned by tag or digest")
+
+    @model_validator(mode="after")
+    def _tpu_single_host(self) -> "WorkerPoolSection":
+        if self.is_tpu and self.extra_workers:
+            raise ValueError(f"preset {self.preset} runs on one TPU host; extra_workers must be 0")
+        return self
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.preset.startswith("tpu_")
+
+    @property
+    def machine_spec(self) -> dict[str, Any]:
+        spec = dict(WORKER_POOL_PRESETS[self.preset])
+        for key in ("machine_type", "accelerator_type", "accelerator_count", "tpu_topology"):
+            if getattr(self, key) is not None:
+                spec[key] = getattr(self, key)
+        return spec
+
+
+class VertexSection(Section):
+    """Where and as whom the pipeline runs on Vertex AI Pipelines. No credentials here:
+    the client uses Application Default Credentials."""
+    project: str
+    region: str = "us-central1"
+    # The pipeline image (TFX 1.16 + this project) and its TPU variant for the Trainer.
+    pipeline_image: str
+    trainer_image: Optional[str] = None
+    # Runs the pipeline's steps; the Trainer's CustomJob runs as training_service_account.
+    service_account: str
+    training_service_account: Optional[str] = None
+    labels: dict[str, str] = {}
+    # Runtime parameter values passed to PipelineJob; names must exist in the compiled spec.
+    parameter_values: dict[str, Any] = {}
+    worker_pool: WorkerPoolSection = WorkerPoolSection()
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, v: str) -> str:
+        return _check(_PROJECT_RE, v, "GCP project id (6-30 chars: lower-case letters, digits, '-')")
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, v: str) -> str:
+        return _check(_REGION_RE, v, "GCP region (e.g. us-central1)")
+
+    @field_validator("pipeline_image", "trainer_image")
+    @classmethod
+    def _images(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_IMAGE_RE, v, "container image pinned by tag or digest (registry/path:tag or @sha256:...)")
+
+    @field_validator("service_account", "training_service_account")
+    @classmethod
+    def _sa(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_SA_RE, v, "service account email (name@project.iam.gserviceaccount.com)")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            _check(_LABEL_KEY_RE, key, "label key (lower-case letter first, then [a-z0-9_-], max 63)")
+            _check(_LABEL_VALUE_RE, value, f"value for label {key!r} ([a-z0-9_-], max 63)")
+        return v
+
+    @property
+    def trainer_container_image(self) -> str:
+        pool = self.worker_pool
+        if pool.image:
+            return pool.image
+        return (self.trainer_image or self.pipeline_image) if pool.is_tpu else self.pipeline_image
+
+
+class DataflowSection(Section):
+    """Beam on Dataflow for the Beam-powered components when the data outgrows one machine."""
+    enabled: bool = True
+    machine_type: str = "n1-standard-4"
+    max_num_workers: int = Field(10, ge=1, le=1000)
+    disk_size_gb: int = Field(50, ge=10, le=65536)
+    # Empty: vertex.service_account.
+    service_account: Optional[str] = None
+    # Full subnetwork URL or regions/REGION/subnetworks/NAME; empty: the default network.
+    subnetwork: Optional[str] = None
+    use_public_ips: bool = False
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine(cls, v: str) -> str:
+        return _check(_MACHINE_RE, v, "machine type")
+
+    @field_validator("service_account")
+    @classmethod
+    def _sa(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_SA_RE, v, "service account email")
+
+    @field_validator("subnetwork")
+    @classmethod
+    def _subnet(cls, v: Optional[str]) -> Optional[str]:
+        return _check(_SUBNET_RE, v, "subnetwork (regions/REGION/subnetworks/NAME)")
+
+
 class Config(Section):
     pipeline: PipelineSection = PipelineSection()
     data: DataSection = DataSection()
     beam: BeamSection = BeamSection()
     trainer: TrainerConfig = TrainerConfig()
     evaluator: EvaluatorSection = EvaluatorSection()
+    # Present only when the pipeline targets Vertex AI (configs/vertex.yaml).
+    vertex: Optional[VertexSection] = None
+    dataflow: Optional[DataflowSection] = None
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "Config":
@@ -116,6 +282,15 @@ class Config(Section):
             raise ValueError(
                 f"trainer.eval_every_steps ({self.trainer.eval_every_steps}) exceeds "
                 f"trainer.train_steps ({self.trainer.train_steps})")
+        if self.dataflow is not None and self.dataflow.enabled and self.vertex is None:
+            raise ValueError("dataflow needs a vertex section (project, region, image, service account)")
+        if self.vertex is not None:
+            # Vertex workers see only GCS: a local path would be the compiling machine's.
+            for field, value in (("pipeline.root", self.pipeline.root), ("data.input_dir", self.data.input_dir),
+                                 ("data.schema_file", self.data.schema_file),
+                                 ("trainer.checkpoint_dir", self.trainer.checkpoint_dir)):
+                if value is not None and not value.startswith("gs://"):
+                    raise ValueError(f"{field} must be a gs:// URI when the vertex section is set (got {value!r})")
         return self
 
 

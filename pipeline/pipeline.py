@@ -9,9 +9,9 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from pipeline.config import Config, resolve
+from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
-from trainer.run_fn import CONFIG_KEY
 
 # Functions are named by import path, not uploaded as module files: the code
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
@@ -39,7 +39,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN)
 
-    trainer = tfx.components.Trainer(
+    # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
+    trainer = trainer_class(config)(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
@@ -48,7 +49,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         # train_args only need to agree for its bookkeeping.
         train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=None),
-        custom_config={CONFIG_KEY: config.trainer.model_dump()})
+        custom_config=trainer_custom_config(config))
 
     baseline_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
@@ -78,7 +79,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         metadata_connection_config=(
             tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
             if metadata_path else None),
-        beam_pipeline_args=config.beam.args)
+        beam_pipeline_args=beam_pipeline_args(config))
 
 
 def eval_config(config: Config) -> tfma.EvalConfig:

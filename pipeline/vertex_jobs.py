@@ -1,0 +1,189 @@
+"""`python -m pipeline submit`: compile, check the bucket, start a Vertex AI
+PipelineJob, and optionally follow it to the end.
+
+Credentials come from Application Default Credentials, never from config.
+`--api-endpoint` points the client elsewhere (a regional or private endpoint,
+or a local emulator); a plain-http endpoint must be local and gets anonymous
+credentials, so no token ever travels unencrypted.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+from urllib.parse import urlparse
+
+from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
+from pipeline.config import Config, ConfigError
+
+CONSOLE = "https://console.cloud.google.com/vertex-ai"
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class VertexError(RuntimeError):
+    """A Vertex AI or GCS call failed; the message says what to do about it."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    resource_name: str
+    job_id: str
+    console_url: str
+
+
+def init_client(config: Config, api_endpoint: Optional[str] = None):
+    """aiplatform.init for config's project/region over REST; returns the aiplatform module."""
+    if config.vertex is None:
+        raise ConfigError("this command needs a vertex section in the config (see configs/vertex.yaml)")
+    from google.cloud import aiplatform
+
+    credentials = None
+    if api_endpoint:
+        url = urlparse(api_endpoint if "://" in api_endpoint else f"https://{api_endpoint}")
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ConfigError(f"--api-endpoint {api_endpoint!r}: expected host[:port] or http(s)://host[:port]")
+        if url.scheme == "http":
+            if url.hostname not in _LOCAL_HOSTS:
+                raise ConfigError(f"--api-endpoint {api_endpoint!r}: plain http is only allowed to a local emulator")
+            from google.auth.credentials import AnonymousCredentials
+
+            credentials = AnonymousCredentials()
+    aiplatform.init(project=config.vertex.project, location=config.vertex.region, credentials=credentials,
+                    api_endpoint=api_endpoint, api_transport="rest")
+    return aiplatform
+
+
+def describe_api_error(e: Exception, action: str, config: Config, needs: Optional[str] = None) -> str:
+    """One line a person can act on, for the errors Vertex and GCS really return.
+
+    `needs` says which permission a 403 is about; by default the Vertex ones.
+    """
+    from google.api_core import exceptions as gexc
+
+    # REST errors start with "POST https://...: "; the server's own words are what matter.
+    message = re.sub(r"^(GET|POST|PATCH|PUT|DELETE) \S+: ", "", getattr(e, "message", None) or str(e))
+    project = config.vertex.project
+    if isinstance(e, gexc.PermissionDenied | gexc.Forbidden):
+        needs = needs or (f"roles/aiplatform.user on project {project} and roles/iam.serviceAccountUser "
+                          f"on {config.vertex.service_account}")
+        return f"{action}: permission denied (403): {message}; the caller needs {needs} (see infra/terraform)"
+    if isinstance(e, gexc.ResourceExhausted | gexc.TooManyRequests):
+        return (f"{action}: quota exhausted (429): {message}; retry later or request more quota for "
+                f"{config.vertex.region} in the console (IAM & Admin > Quotas)")
+    if isinstance(e, gexc.NotFound):
+        return f"{action}: not found (404): {message}"
+    if isinstance(e, gexc.Unauthenticated):
+        return f"{action}: not authenticated (401): {message}; run `gcloud auth application-default login`"
+    if isinstance(e, gexc.GoogleAPICallError):
+        return f"{action}: {type(e).__name__} ({e.code}): {message}"
+    return f"{action}: {message}"
+
+
+def check_bucket(config: Config) -> None:
+    """Fail early and clearly if the pipeline root's bucket is missing or unreadable.
+
+    aiplatform would otherwise create a bucket itself, in its own default
+    location and without our settings, and only log it when that fails.
+    """
+    from google.api_core import exceptions as gexc
+    from google.cloud import storage
+
+    bucket = config.pipeline.root_uri[len("gs://"):].split("/", 1)[0]
+    try:
+        found = storage.Client(project=config.vertex.project).lookup_bucket(bucket)
+    except gexc.GoogleAPICallError as e:
+        raise VertexError(describe_api_error(
+            e, f"checking bucket gs://{bucket}", config,
+            needs=f"storage.buckets.get on gs://{bucket} (roles/storage.legacyBucketReader)")) from None
+    if found is None:
+        raise VertexError(f"bucket gs://{bucket} (pipeline.root) does not exist; create it with infra/terraform "
+                          "(see docs/vertex.md) or fix pipeline.root")
+
+
+def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None):
+    """The PipelineJob for a compiled template, with everything from config."""
+    from google.cloud import aiplatform
+
+    try:
+        return aiplatform.PipelineJob(
+            display_name=config.pipeline.name, template_path=str(template), job_id=job_id,
+            pipeline_root=config.pipeline.pipeline_root,
+            parameter_values=dict(config.vertex.parameter_values) or None,
+            enable_caching=config.pipeline.enable_cache if enable_caching is None else enable_caching,
+            labels=dict(config.vertex.labels) or None)
+    except ValueError as e:
+        # e.g. a parameter value whose name the compiled pipeline does not declare.
+        raise ConfigError(f"vertex.parameter_values / labels rejected: {e}") from None
+
+
+def console_url(config: Config, job_id: str) -> str:
+    return f"{CONSOLE}/locations/{config.vertex.region}/pipelines/runs/{job_id}?project={config.vertex.project}"
+
+
+def submit(config: Config, template: str, enable_caching: Optional[bool] = None,
+           job_id: Optional[str] = None) -> Submitted:
+    from google.api_core import exceptions as gexc
+
+    check_bucket(config)
+    job = build_job(config, template, enable_caching, job_id)
+    try:
+        job.submit(service_account=config.vertex.service_account)
+    except gexc.GoogleAPICallError as e:
+        raise VertexError(describe_api_error(e, "creating the pipeline job", config)) from None
+    return Submitted(job.resource_name, job.job_id, console_url(config, job.job_id))
+
+
+_DONE_OK = "PIPELINE_STATE_SUCCEEDED"
+_DONE_BAD = ("PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
+
+
+def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
+         report: Callable[[str], None] = print) -> bool:
+    """Follow the job until it ends; report each state change; True if it succeeded."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import aiplatform
+
+    last = None
+    while True:
+        try:
+            resource = aiplatform.PipelineJob.get(resource_name).gca_resource
+        except gexc.GoogleAPICallError as e:
+            raise VertexError(describe_api_error(e, f"reading {resource_name}", config)) from None
+        state = resource.state.name
+        if state != last:
+            report(f"{time.strftime('%H:%M:%S')} {state}")
+            last = state
+        if state == _DONE_OK:
+            return True
+        if state in _DONE_BAD:
+            if resource.error.message:
+                report(f"error: {resource.error.message}")
+            return False
+        time.sleep(poll_seconds)
+
+
+def cmd_submit(config: Config, args) -> int:
+    from pipeline.vertex_compile import compile_pipeline
+
+    try:
+        init_client(config, args.api_endpoint)
+        template = compile_pipeline(config, args.output)
+        job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    except VertexError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"submitted {job.resource_name}\nconsole: {job.console_url}")
+    if not args.wait:
+        return EXIT_OK
+    try:
+        ok = wait(config, job.resource_name, args.poll_seconds)
+    except VertexError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if ok else EXIT_FAILED

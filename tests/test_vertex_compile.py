@@ -1,0 +1,211 @@
+"""The compiled Vertex PipelineJob: accepted by the real aiplatform client, with the
+Trainer as a TPU CustomJob and Beam on Dataflow, all from config and offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.config import ConfigError, load_config
+from pipeline.vertex_compile import task_executor
+from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
+from tests.vertex_support import BUCKET, PROJECT, compiled_template, vertex_config
+
+BEAM_TASKS = ["CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"]
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return json.loads(compiled_template().read_text())
+
+
+def task_custom_config(spec: dict, task: str = "Trainer") -> dict:
+    params = spec["pipelineSpec"]["root"]["dag"]["tasks"][task]["inputs"]["parameters"]
+    return json.loads(params["custom_config"]["runtimeValue"]["constantValue"]["stringValue"])
+
+
+def test_aiplatform_accepts_the_compiled_json_offline():
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    config = vertex_config()
+    aiplatform.init(project=PROJECT, location="us-central1", credentials=AnonymousCredentials())
+    job = aiplatform.PipelineJob(display_name="t", template_path=str(compiled_template()),
+                                 pipeline_root=config.pipeline.pipeline_root, enable_caching=False)
+    resource = job.to_dict()  # the PipelineJob proto the client would send
+    assert resource["runtimeConfig"]["gcsOutputDirectory"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
+    tasks = resource["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert {"CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(tasks)
+    assert all(not t["cachingOptions"].get("enableCache", False) for t in tasks.values())
+
+
+def test_every_task_runs_the_pipeline_image(spec):
+    image = vertex_config().vertex.pipeline_image
+    executors = spec["pipelineSpec"]["deploymentSpec"]["executors"].values()
+    images = {e["container"]["image"] for e in executors if "container" in e}
+    assert images == {image}
+
+
+def test_trainer_task_is_a_vertex_tpu_custom_job(spec):
+    custom = task_custom_config(spec)
+    assert custom["ai_platform_enable_vertex"] is True
+    assert custom["ai_platform_vertex_region"] == "us-central1"
+    args = custom["ai_platform_training_args"]
+    assert args["project"] == PROJECT
+    pools = args["job_spec"]["worker_pool_specs"]
+    assert pools == [{"machine_spec": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"},
+                      "replica_count": 1,
+                      "container_spec": {"image_uri": vertex_config().vertex.trainer_image}}]
+    assert args["job_spec"]["service_account"] == "penguin-training@my-gcp-project.iam.gserviceaccount.com"
+    # The strategy follows the machine; checkpoints stay in the gs:// model_run dir.
+    assert custom["trainer"]["strategy"] == "tpu"
+    assert custom["trainer"]["checkpoint_dir"] is None
+    executor = task_executor(spec, "Trainer")
+    assert "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor" in executor["args"]
+
+
+def test_tfx_turns_the_trainer_config_into_a_valid_custom_job(spec, tmp_path, monkeypatch):
+    """TFX's own Vertex client builds the CustomJob from our custom_config; the v1 proto must accept it."""
+    from google.cloud.aiplatform_v1.types import CustomJob
+    from tfx.extensions.google_cloud_ai_platform.training_clients import VertexJobClient
+
+    # The client wants Application Default Credentials at construction; a dummy
+    # user credential loads offline and is never used (no request is sent).
+    adc = tmp_path / "adc.json"
+    adc.write_text(json.dumps({"type": "authorized_user", "client_id": "x", "client_secret": "x",
+                               "refresh_token": "x"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
+    custom = task_custom_config(spec)
+    args = dict(custom["ai_platform_training_args"])
+    args.pop("project")
+    client = VertexJobClient(custom["ai_platform_vertex_region"])
+    job = client.create_training_job({}, {}, {"custom_config": "{}"}, "x.Executor", args, None, None)
+    proto = CustomJob(job)
+    pool = proto.job_spec.worker_pool_specs[0]
+    assert pool.machine_spec.machine_type == "ct5lp-hightpu-4t" and pool.machine_spec.tpu_topology == "2x2"
+    assert pool.container_spec.command[:3] == ["python", "-m", "tfx.scripts.run_executor"]
+    assert proto.labels["app"] == "penguin-tpu"
+
+
+@pytest.mark.parametrize("task", BEAM_TASKS)
+def test_beam_tasks_run_on_dataflow_with_the_pipeline_image(spec, task):
+    config = vertex_config()
+    args = task_executor(spec, task)["args"]
+    expected = {
+        "--runner=DataflowRunner", f"--project={PROJECT}", "--region=us-central1",
+        f"--temp_location=gs://{BUCKET}/root/tmp/dataflow/temp",
+        f"--staging_location=gs://{BUCKET}/root/tmp/dataflow/staging",
+        "--machine_type=n1-standard-4", "--max_num_workers=10",
+        f"--service_account_email={config.vertex.service_account}",
+        f"--sdk_container_image={config.vertex.pipeline_image}", "--experiments=use_runner_v2",
+        "--no_use_public_ips", "--labels=env=prod"}
+    assert expected <= set(args)
+    assert not any(a.startswith("--direct_") for a in args)
+
+
+@pytest.mark.parametrize("preset,machine_spec", [
+    ("tpu_v3", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8}),
+    ("tpu_v2", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8}),
+    ("gpu", {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}),
+    ("cpu", {"machine_type": "n1-standard-8"}),
+])
+def test_worker_pool_presets(preset, machine_spec):
+    config = vertex_config(f"vertex.worker_pool.preset={preset}")
+    custom = trainer_custom_config(config)
+    pool = custom["ai_platform_training_args"]["job_spec"]["worker_pool_specs"][0]
+    assert pool["machine_spec"] == machine_spec
+    image = pool["container_spec"]["image_uri"]
+    # Only TPU machines get the TPU build of TF.
+    assert image == (config.vertex.trainer_image if preset.startswith("tpu") else config.vertex.pipeline_image)
+    assert custom["trainer"]["strategy"] == ("tpu" if preset.startswith("tpu") else "default")
+
+
+def test_multi_worker_gpu_pool_gets_workers_strategy_and_restart():
+    config = vertex_config("vertex.worker_pool.preset=gpu", "vertex.worker_pool.accelerator_count=4",
+                           "vertex.worker_pool.extra_workers=2")
+    custom = trainer_custom_config(config)
+    job_spec = custom["ai_platform_training_args"]["job_spec"]
+    assert [p["replica_count"] for p in job_spec["worker_pool_specs"]] == [1, 2]
+    assert job_spec["worker_pool_specs"][1]["machine_spec"]["accelerator_count"] == 4
+    assert job_spec["scheduling"] == {"restart_job_on_worker_restart": True}
+    assert custom["trainer"]["strategy"] == "multi_worker"
+    assert trainer_custom_config(vertex_config("vertex.worker_pool.preset=gpu",
+                                               "vertex.worker_pool.accelerator_count=4"))[
+        "trainer"]["strategy"] == "mirrored"
+
+
+def test_strategy_contradicting_the_machine_is_rejected():
+    with pytest.raises(ConfigError, match=r"trainer.strategy='mirrored' does not fit .*tpu_v5e.*'tpu'"):
+        trainer_custom_config(vertex_config("trainer.strategy=mirrored"))
+
+
+@pytest.mark.parametrize("override,message", [
+    ("pipeline.root=output", r"pipeline.root must be a gs:// URI"),
+    ("data.input_dir=data/penguins", r"data.input_dir must be a gs:// URI"),
+    ("trainer.checkpoint_dir=/tmp/ckpt", r"trainer.checkpoint_dir must be a gs:// URI"),
+    ("vertex.pipeline_image=gcr.io/p/pipeline", r"vertex.pipeline_image.*pinned by tag or digest"),
+    ("vertex.trainer_image=gcr.io/p/pipeline:latest", r"vertex.trainer_image.*pinned by tag or digest"),
+    ("vertex.service_account=someone@gmail.com", r"vertex.service_account.*service account email"),
+    ("vertex.project=Bad_Project", r"vertex.project.*GCP project id"),
+    ("vertex.labels={Env: prod}", r"vertex.labels.*label key"),
+    ("vertex.worker_pool.extra_workers=1", r"vertex.worker_pool.*one TPU host"),
+    ("vertex.worker_pool.preset=tpu_v6e", r"vertex.worker_pool.preset"),
+])
+def test_bad_vertex_settings_are_named(override, message):
+    with pytest.raises(ConfigError, match=message):
+        vertex_config(override)
+
+
+def test_dataflow_disabled_keeps_beam_in_the_step_container():
+    config = vertex_config("dataflow.enabled=false")
+    assert beam_pipeline_args(config) == config.beam.args
+    assert not any("Dataflow" in a for a in beam_pipeline_args(config))
+
+
+def test_dataflow_options_reach_the_args():
+    args = beam_pipeline_args(vertex_config(
+        "dataflow.use_public_ips=true", "dataflow.subnetwork=regions/us-central1/subnetworks/private",
+        "beam.extra_args=[--number_of_worker_harness_threads=4]"))
+    assert "--no_use_public_ips" not in args
+    assert "--subnetwork=regions/us-central1/subnetworks/private" in args
+    assert args[-1] == "--number_of_worker_harness_threads=4"
+
+
+def test_dataflow_without_vertex_is_rejected():
+    with pytest.raises(ConfigError, match="dataflow needs a vertex section"):
+        load_config("configs/local.yaml", ["dataflow.enabled=true"])
+
+
+def test_local_config_keeps_the_local_trainer_and_direct_runner():
+    from tfx import v1 as tfx
+
+    config = load_config("configs/local.yaml")
+    assert trainer_class(config) is tfx.components.Trainer
+    assert beam_pipeline_args(config) == config.beam.args
+    assert set(trainer_custom_config(config)) == {"trainer"}
+
+
+def test_make_compile_needs_no_network(tmp_path):
+    """The CLI in a fresh process, with every route to Google made unreachable."""
+    out = tmp_path / "spec.json"
+    dead = "127.0.0.1:9"  # discard port: nothing listens
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "PYTHONPATH": os.getcwd(),
+           "HTTP_PROXY": f"http://{dead}", "HTTPS_PROXY": f"http://{dead}", "NO_PROXY": "",
+           "GCE_METADATA_HOST": dead, "GCE_METADATA_IP": dead, "NO_GCE_CHECK": "True",
+           "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "none.json")}
+    result = subprocess.run([sys.executable, "-m", "pipeline", "compile", "--config", "configs/vertex.yaml",
+                             "-o", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"wrote {out}" in result.stdout
+    assert json.loads(out.read_text())["pipelineSpec"]["pipelineInfo"]["name"] == "penguin-tpu"
+
+
+def test_compile_rejects_a_config_without_vertex(capsys):
+    from pipeline.cli import EXIT_BAD_CONFIG, main
+
+    assert main(["compile", "--config", "configs/local.yaml"]) == EXIT_BAD_CONFIG
+    assert "compile needs a vertex section" in capsys.readouterr().err
