@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -37,7 +38,6 @@ CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 LOCAL_TARGET_RATIO = 0.3      # our wall time <= 0.3x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
-TRAINER_BENCH_FUNCTION = "run_benchmark"
 _ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 # Below this many rows Beam's worker start-up costs more than it saves.
 MULTI_PROCESS_FROM_ROWS = 50_000
@@ -113,19 +113,22 @@ def bench_local(work: Path, repeat: int = 1) -> dict:
             "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO}
 
 
-def bench_trainer(work: Path) -> dict:
+def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
+    """bench/trainer_bench.py's `run()` in its own process, on our local run's
+    transformed data when there is one."""
     if not TRAINER_BENCH.exists():
         return {"skipped": "bench/trainer_bench.py is not there yet (the distributed-trainer issue adds it)"}
     code = ("import json, sys\n"
-            f"from bench.trainer_bench import {TRAINER_BENCH_FUNCTION}\n"
-            f"json.dump({TRAINER_BENCH_FUNCTION}(), open(sys.argv[1], 'w'))\n")
+            "from bench.trainer_bench import format_report, run\n"
+            "report = run(transform_dir=sys.argv[2] or None)\n"
+            "report['text'] = format_report(report)\n"
+            "json.dump(report, open(sys.argv[1], 'w'))\n")
     out = work / "trainer.json"
-    measured = run_measured([sys.executable, "-c", code, str(out)], str(work / "trainer.log"),
-                            env=_ENV, cwd=REPO_ROOT)
+    measured = run_measured([sys.executable, "-c", code, str(out), str(transform_dir or "")],
+                            str(work / "trainer.log"), env=_ENV, cwd=REPO_ROOT)
     if measured.returncode != 0 or not out.exists():
         tail = Path(measured.log_file).read_text()[-2000:]
-        return {"failed": f"{TRAINER_BENCH_FUNCTION}() from bench/trainer_bench.py exited with "
-                          f"{measured.returncode}", "log_tail": tail}
+        return {"failed": f"run() from bench/trainer_bench.py exited with {measured.returncode}", "log_tail": tail}
     return {"wall_seconds": round(measured.wall_seconds, 2), **json.loads(out.read_text())}
 
 
@@ -208,7 +211,7 @@ def markdown(r: dict) -> str:
         if "skipped" in t or "failed" in t:
             lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
         else:
-            lines += ["```", json.dumps(t, indent=2), "```", ""]
+            lines += ["```", t.get("text") or json.dumps(t, indent=2), "```", ""]
     if "scale" in r:
         s = r["scale"]
         sizes = sorted(s["runs"], key=int)
@@ -267,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the runs' output directories")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    # Reading results back through TFMA logs deprecation warnings; they aren't ours to fix.
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
     work = Path(tempfile.mkdtemp(prefix="bench-"))
     today = datetime.datetime.now(datetime.timezone.utc)
@@ -282,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ratio {results['local']['ratio']:.2f}x", flush=True)
         if "trainer" not in args.skip:
             print("trainer: custom loop vs model.fit ...", flush=True)
-            results["trainer"] = bench_trainer(work)
+            ours = Path(load_config(CONFIG_FILE, [f"pipeline.root={work / 'ours-0'}"]).pipeline.pipeline_root,
+                        "Transform")
+            results["trainer"] = bench_trainer(work, ours if ours.is_dir() else None)
         if sizes and "scale" not in args.skip:
             results["scale"] = bench_scale(work, sizes)
     except BaseException:
