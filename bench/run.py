@@ -169,9 +169,20 @@ def bench_scale(work: Path, sizes: list[int]) -> dict:
 
 
 def machine() -> dict:
-    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-            "note": "shared with other work; load average shows how busy it was"}
+    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)}
+
+
+def _stamped(part, *args) -> dict:
+    """A part's result with when it ran and how busy the machine was meanwhile
+    (other work shares it), so sections merged from different runs keep their context."""
+    start = _load()
+    result = part(*args)
+    return {**result, "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_average": {"start": start, "end": _load()}}
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def merge_results(path: Path, new: dict) -> dict:
@@ -183,11 +194,11 @@ def merge_results(path: Path, new: dict) -> dict:
 def markdown(r: dict) -> str:
     lines = [f"# Benchmarks {r.get('date', '')}", ""]
     m = r.get("machine", {})
-    lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB; load average at start "
-              f"{m.get('load_average_at_start')} ({m.get('note', '')}).", ""]
+    lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
+              "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
     if "local" in r:
         loc = r["local"]
-        lines += ["## 1. Local end to end: this pipeline vs TFX's penguin example", "",
+        lines += ["## 1. Local end to end: this pipeline vs TFX's penguin example", "", _when(loc), "",
                   f"Wall time (fresh process, imports included): ours {loc['ours']['wall_seconds']:.1f}s, "
                   f"theirs {loc['theirs']['wall_seconds']:.1f}s, **ratio {loc['ratio']:.2f}x** "
                   f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
@@ -207,7 +218,7 @@ def markdown(r: dict) -> str:
         lines.append("")
     if "trainer" in r:
         t = r["trainer"]
-        lines += ["## 2. Trainer throughput vs model.fit", ""]
+        lines += ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
         if "skipped" in t or "failed" in t:
             lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
         else:
@@ -215,7 +226,7 @@ def markdown(r: dict) -> str:
     if "scale" in r:
         s = r["scale"]
         sizes = sorted(s["runs"], key=int)
-        lines += ["## 3. Scale: generated data through the full pipeline", "",
+        lines += ["## 3. Scale: generated data through the full pipeline", "", _when(s), "",
                   "| component | " + " | ".join(f"{n} rows s (peak MB)" for n in sizes)
                   + (" | growth |" if "growth" in s else " |"),
                   "|---|" + "---:|" * (len(sizes) + ("growth" in s))]
@@ -241,6 +252,13 @@ def markdown(r: dict) -> str:
                      f"{'met' if s['largest_within_target'] else 'NOT met'}).")
         lines.append("")
     return "\n".join(lines)
+
+
+def _when(part: dict) -> str:
+    if "measured_at" not in part:
+        return "(run time and load not recorded)"
+    load = part["load_average"]
+    return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
 
 
 def _md(x) -> str:
@@ -283,15 +301,15 @@ def main(argv: list[str] | None = None) -> int:
                        env={**os.environ, **_ENV}, check=True, capture_output=True)
         if "local" not in args.skip:
             print("local: our pipeline, then TFX's penguin example ...", flush=True)
-            results["local"] = bench_local(work, args.repeat)
+            results["local"] = _stamped(bench_local, work, args.repeat)
             print(f"  ratio {results['local']['ratio']:.2f}x", flush=True)
         if "trainer" not in args.skip:
             print("trainer: custom loop vs model.fit ...", flush=True)
             ours = Path(load_config(CONFIG_FILE, [f"pipeline.root={work / 'ours-0'}"]).pipeline.pipeline_root,
                         "Transform")
-            results["trainer"] = bench_trainer(work, ours if ours.is_dir() else None)
+            results["trainer"] = _stamped(bench_trainer, work, ours if ours.is_dir() else None)
         if sizes and "scale" not in args.skip:
-            results["scale"] = bench_scale(work, sizes)
+            results["scale"] = _stamped(bench_scale, work, sizes)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise
@@ -300,7 +318,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"outputs kept in {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     json_path = RESULTS_DIR / f"{today:%Y-%m-%d}.json"
