@@ -134,7 +134,7 @@ def _thresholds(execution: metadata_store_pb2.Execution) -> dict[str, dict[str, 
             if bounds:
                 # Results are keyed by the metric's name: snake_case of its class unless renamed.
                 name = json.loads(metric.config or "{}").get("name") or re.sub(
-                    r"(?<!^)(?=[A-Z])", "_", metric.class_name).lower()
+                    r"(?<=[a-z0-9])(?=[A-Z])", "_", metric.class_name).lower()
                 result[name] = bounds
     return result
 
