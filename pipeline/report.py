@@ -227,8 +227,12 @@ def _snapshot(s: RunSummary) -> str:
     for component, a in snaps:
         rows = [("produced by", component), ("type", a.type_name), ("uri", a.uri)]
         rows += [(k, str(v)) for k, v in sorted(a.properties.items()) if k not in ("tfx_version", "is_external")]
-        rows.append(("used by", ", ".join(consumers.get(a.id, [])) or "no later component of this run"))
         parts.append(_table(("", ""), rows))
+        # The snapshot may reach ExampleGen through a sibling output (e.g. its data directory).
+        lineage = [(o.type_name, o.uri, ", ".join(consumers.get(o.id, [])) or "no later component of this run")
+                   for o in s.outputs[component]]
+        parts.append(f"<h3>Lineage: what {_e(component)} produced and who read it</h3>"
+                     + _table(("artifact", "uri", "read by"), lineage))
     return _section("snapshot", "Data snapshot and lineage", "\n".join(parts))
 
 

@@ -8,11 +8,13 @@ import shutil
 import subprocess
 
 import pytest
+from tfx import v1 as tfx
+from tfx.types import artifact as tfx_artifact
 
 from pipeline import cli
 from pipeline.local_runner import run_local
-from pipeline.report import REPORT_FILE, read_scalars, run_dir
-from pipeline.summary import ACCURACY
+from pipeline.report import REPORT_FILE, read_scalars, render, run_dir
+from pipeline.summary import ACCURACY, summarize
 from tests.conftest import local_config
 from trainer import features
 
@@ -138,3 +140,33 @@ def test_report_renders_in_a_real_browser(report, tmp_path):
     histogram = image.histogram()
     assert sum(1 for count in histogram if count) > 64
     assert sum(histogram[:128]) > 0.01 * image.size[0] * image.size[1]
+
+
+
+class _TestDatasetSnapshot(tfx_artifact.Artifact):
+    TYPE_NAME = "test.DatasetSnapshot"
+
+
+@tfx.dsl.components.component
+def SnapshotStep(snapshot: tfx.dsl.components.OutputArtifact[_TestDatasetSnapshot]):  # noqa: N802
+    snapshot.set_string_custom_property("digest", "sha256:abc123")
+
+
+@tfx.dsl.components.component
+def ReadStep(snapshot: tfx.dsl.components.InputArtifact[_TestDatasetSnapshot]):  # noqa: N802
+    del snapshot
+
+
+def test_snapshot_section_shows_digest_and_lineage(tmp_path):
+    """A real two-component TFX pipeline whose first step emits a snapshot-typed artifact."""
+    snap = SnapshotStep()
+    read = ReadStep(snapshot=snap.outputs["snapshot"])
+    metadata_path = str(tmp_path / "mlmd.sqlite")
+    tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+        pipeline_name="snap-test", pipeline_root=str(tmp_path / "root"), components=[snap, read],
+        metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)))
+
+    section = _section(render(summarize(metadata_path, "snap-test"), "snap-test"), "snapshot")
+    assert "<td>digest</td><td>sha256:abc123</td>" in section
+    assert "<td>produced by</td><td>SnapshotStep</td>" in section
+    assert re.search(r"<td>test\.DatasetSnapshot</td><td>[^<]+</td><td>ReadStep</td>", section)
