@@ -285,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale"])
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
+    parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
     parser.add_argument("--keep", action="store_true", help="keep the runs' output directories")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
@@ -319,12 +320,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
 
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    json_path = RESULTS_DIR / f"{today:%Y-%m-%d}.json"
+    results_dir = Path(args.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    json_path = results_dir / f"{today:%Y-%m-%d}.json"
     merged = merge_results(json_path, results)
     json_path.write_text(json.dumps(merged, indent=2, default=_json_default) + "\n")
     md = markdown(merged)
-    (RESULTS_DIR / f"{today:%Y-%m-%d}.md").write_text(md + "\n")
+    (results_dir / f"{today:%Y-%m-%d}.md").write_text(md + "\n")
     print(md)
     print(f"results: {json_path}")
     return 0
