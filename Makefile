@@ -17,6 +17,9 @@ PYTHON310 := $(shell \
   else ls -d $$HOME/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1; fi)
 
 .PHONY: venv run test lint bench clean compile submit schedule tools-venv checkov
+# Row counts for the scale part of `make bench`; BENCH_SIZES= skips it.
+BENCH_SIZES ?= 100000,1000000
+BENCH_ARGS ?=
 
 venv: $(VENV)/.installed
 
@@ -71,6 +74,11 @@ test: venv
 
 lint: venv
 	$(PY) -m ruff check pipeline components trainer tests
+
+# Not part of `make test`: it takes minutes (the 1M-row run up to 20) and
+# measures this machine. Writes bench/results/<date>.json and .md.
+bench: venv
+	$(PY) -m bench.run --sizes "$(BENCH_SIZES)" $(BENCH_ARGS)
 
 clean:
 	rm -rf output

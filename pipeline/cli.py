@@ -24,6 +24,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
     _add_config_args(run)
     _add_vertex_commands(sub)
+    report = sub.add_parser("report", help="(re)write a run's report.html and print its path")
+    report.add_argument("run", nargs="?", default=None, help="run id (default: the latest run)")
+    _add_config_args(report)
     return parser
 
 
@@ -71,6 +74,17 @@ def cmd_run(config) -> int:
     return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
 
 
+def cmd_report(config, run_id) -> int:
+    from pipeline.report import write_report
+
+    try:
+        print(write_report(config, run_id))
+    except (LookupError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -80,4 +94,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_CONFIG
     if args.command in ("compile", "submit", "schedule"):
         return _vertex_command(args.command)(config, args)
+    if args.command == "report":
+        return cmd_report(config, args.run)
     return {"run": cmd_run}[args.command](config)

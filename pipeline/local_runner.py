@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -12,6 +13,7 @@ from tfx import v1 as tfx
 from pipeline.config import Config, join
 from pipeline.pipeline import create_pipeline
 from pipeline.progress import run_logging
+from pipeline.report import write_report
 from pipeline.summary import RunSummary, format_summary, summarize
 
 
@@ -33,7 +35,19 @@ def run_local(config: Config, stream: TextIO = sys.stdout) -> RunSummary:
             tfx.orchestration.LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
-            raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}") from e
+            report = _report(config, None)
+            raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}"
+                                 f"\nreport: {report}") from e
         summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
     stream.write(format_summary(summary, config, log_file) + "\n")
+    stream.write(f"report:    {_report(config, summary)}\n")
     return summary
+
+
+def _report(config: Config, summary: RunSummary | None) -> str:
+    """Write the run's report.html; a broken report must not hide the run's own outcome."""
+    try:
+        return write_report(config, summary=summary)
+    except Exception as e:  # noqa: BLE001 - reported, and the run's result stands
+        logging.getLogger(__name__).exception("writing the run report failed")
+        return f"not written ({type(e).__name__}: {e})"

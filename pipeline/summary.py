@@ -4,9 +4,12 @@ metrics against thresholds and the baseline, the blessing, the pushed model."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from typing import Optional
 
 import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
@@ -30,6 +33,7 @@ class ComponentRun:
     state: str
     seconds: float
     execution_id: int
+    started: float = 0.0  # epoch seconds
 
 
 @dataclasses.dataclass
@@ -42,9 +46,23 @@ class RunSummary:
     validation_failures: list[str]
     pushed_path: Optional[str]
     pushed_version: Optional[str]
+    # Every component's output artifacts, for the run report and lineage.
+    outputs: dict[str, list["ArtifactInfo"]] = dataclasses.field(default_factory=dict)
+    # Metric name -> the Evaluator's thresholds as it ran (value bounds, change bounds).
+    thresholds: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # Component -> ids of the artifacts it read: lineage within the run.
+    inputs: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
+
+
+@dataclasses.dataclass
+class ArtifactInfo:
+    id: int
+    type_name: str
+    uri: str
+    properties: dict[str, object]
 
 
 def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> metadata_store_pb2.Context:
@@ -59,21 +77,27 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     store = open_store(metadata_path)
     run = (store.get_context_by_type_and_name("pipeline_run", run_id) if run_id
            else latest_run(store, pipeline_name))
+    if run is None:
+        raise LookupError(f"no run {run_id!r} in {metadata_path}")
     components: list[ComponentRun] = []
     outputs: dict[str, list[metadata_store_pb2.Artifact]] = {}
+    inputs: dict[str, list[int]] = {}
     for execution in sorted(store.get_executions_by_context(run.id), key=lambda e: e.id):
         node = next(c.name for c in store.get_contexts_by_execution(execution.id) if c.type == "node")
         name = node.split(".", 1)[1]
         seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
         components.append(ComponentRun(name, _STATES.get(execution.last_known_state, "unknown"),
-                                       seconds, execution.id))
-        events = [e for e in store.get_events_by_execution_ids([execution.id])
-                  if e.type == metadata_store_pb2.Event.OUTPUT]
-        outputs[name] = store.get_artifacts_by_id([e.artifact_id for e in events])
+                                       seconds, execution.id, execution.create_time_since_epoch / 1000))
+        events = store.get_events_by_execution_ids([execution.id])
+        outputs[name] = store.get_artifacts_by_id(
+            [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.OUTPUT])
+        inputs[name] = [e.artifact_id for e in events if e.type == metadata_store_pb2.Event.INPUT]
 
-    metrics, baseline, failures, blessed = {}, {}, [], None
+    metrics, baseline, failures, blessed, thresholds = {}, {}, [], None, {}
     evaluation = _first(outputs.get("Evaluator", []), "ModelEvaluation", store)
     if evaluation is not None:
+        evaluator = next(c for c in components if c.name == "Evaluator")
+        thresholds = _thresholds(store.get_executions_by_id([evaluator.execution_id])[0])
         metrics, baseline = _overall_metrics(evaluation.uri)
         validation = tfma.load_validation_result(evaluation.uri)
         blessed = validation.validation_ok
@@ -85,7 +109,41 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         run_id=run.name, components=components, metrics=metrics, baseline_metrics=baseline,
         blessed=blessed, validation_failures=failures,
         pushed_path=pushed.custom_properties["pushed_destination"].string_value if pushed_ok else None,
-        pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None)
+        pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None,
+        outputs={name: [_artifact_info(a, store) for a in arts] for name, arts in outputs.items()},
+        thresholds=thresholds, inputs=inputs)
+
+
+def _thresholds(execution: metadata_store_pb2.Execution) -> dict[str, dict[str, float]]:
+    """The thresholds the Evaluator applied, from the eval_config it recorded in MLMD."""
+    raw = execution.custom_properties.get("eval_config")
+    if raw is None or not raw.string_value:
+        return {}
+    eval_config = json_format.Parse(raw.string_value, tfma.EvalConfig(), ignore_unknown_fields=True)
+    result: dict[str, dict[str, float]] = {}
+    for spec in eval_config.metrics_specs:
+        for metric in spec.metrics:
+            value, change = metric.threshold.value_threshold, metric.threshold.change_threshold
+            bounds = {}
+            if value.HasField("lower_bound"):
+                bounds["lower_bound"] = value.lower_bound.value
+            if value.HasField("upper_bound"):
+                bounds["upper_bound"] = value.upper_bound.value
+            if change.HasField("absolute"):
+                bounds["change_absolute"] = change.absolute.value
+            if bounds:
+                # Results are keyed by the metric's name: snake_case of its class unless renamed.
+                name = json.loads(metric.config or "{}").get("name") or re.sub(
+                    r"(?<=[a-z0-9])(?=[A-Z])", "_", metric.class_name).lower()
+                result[name] = bounds
+    return result
+
+
+def _artifact_info(artifact: metadata_store_pb2.Artifact, store) -> ArtifactInfo:
+    type_name = store.get_artifact_types_by_id([artifact.type_id])[0].name
+    props = {**artifact.properties, **artifact.custom_properties}
+    return ArtifactInfo(artifact.id, type_name, artifact.uri,
+                        {k: getattr(v, v.WhichOneof("value")) for k, v in props.items() if v.WhichOneof("value")})
 
 
 def _first(artifacts, type_name, store) -> Optional[metadata_store_pb2.Artifact]:

@@ -1,0 +1,1 @@
+"""`make bench`: this pipeline against TFX's own penguin example, and at scale."""

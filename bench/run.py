@@ -1,0 +1,342 @@
+"""`make bench`: three comparisons measured side by side in one run on this machine.
+
+1. local: this pipeline (`make run`, caching off) vs TFX's own penguin example
+   on the same bundled rows, each in a fresh process so imports count for both;
+2. trainer: the custom loop vs `model.fit` (bench/trainer_bench.py, when present);
+3. scale: generated penguin-like data at each --sizes row count through the
+   full pipeline with Beam settings chosen for the size.
+
+Results are merged into bench/results/<date>.json and summarised in
+bench/results/<date>.md (also printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from bench import tfx_penguin
+from bench.measure import Measured, run_measured
+from pipeline.config import REPO_ROOT, load_config
+from pipeline.data_generator import SOURCE_CSV, write_dataset
+from pipeline.summary import summarize
+
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
+LOCAL_TARGET_RATIO = 0.3      # our wall time <= 0.3x the TFX example's
+SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
+TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
+_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
+# Below this many rows Beam's worker start-up costs more than it saves.
+MULTI_PROCESS_FROM_ROWS = 50_000
+
+
+def beam_settings(rows: int) -> list[str]:
+    """Local Beam overrides for a data size: one in-process worker for small
+    data, one worker process per core for large data."""
+    if rows < MULTI_PROCESS_FROM_ROWS:
+        return ["beam.direct_running_mode=in_memory", "beam.direct_num_workers=1"]
+    return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
+
+
+def our_command(root: str, overrides: list[str] = ()) -> list[str]:
+    sets = [f"pipeline.root={root}", "pipeline.enable_cache=false", *overrides]
+    return [sys.executable, "-m", "pipeline", "run", "--config", str(CONFIG_FILE),
+            *[a for s in sets for a in ("--set", s)]]
+
+
+def components(measured: Measured, metadata_path: str, pipeline_name: str) -> dict:
+    """Per-component times from MLMD, each with the process tree's peak memory while it ran."""
+    summary = summarize(metadata_path, pipeline_name)
+    rows = {c.name: {"state": c.state, "seconds": round(c.seconds, 2),
+                     "peak_rss_mb": _round(measured.peak_between(c.started, c.started + c.seconds))}
+            for c in summary.components}
+    start = min(c.started for c in summary.components)
+    end = max(c.started + c.seconds for c in summary.components)
+    return {"wall_seconds": round(measured.wall_seconds, 2),
+            "components_seconds": round(end - start, 2),
+            # Process start, imports, pipeline compilation and the summary.
+            "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
+            "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
+            "accuracy": summary.metrics.get("sparse_categorical_accuracy"), "blessed": summary.blessed,
+            "log": measured.log_file}
+
+
+def _round(x):
+    return None if x is None else round(x, 1)
+
+
+def _check(measured: Measured, what: str) -> None:
+    # Exit code 3 means "ran but not pushed": the timing still counts.
+    if measured.returncode not in (0, 3):
+        raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
+
+
+def bench_local(work: Path, repeat: int = 1) -> dict:
+    """Ours and theirs alternately, `repeat` times each; the fastest of each side
+    counts, which is the fairest figure on a machine shared with other work."""
+    data_root = work / "tfx-data"
+    tfx_penguin.write_example_data(SOURCE_CSV, data_root)
+    ours_runs, theirs_runs = [], []
+    for i in range(repeat):
+        ours_root = work / f"ours-{i}"
+        ours = run_measured(our_command(str(ours_root)), str(work / f"ours-{i}.log"), env=_ENV, cwd=REPO_ROOT)
+        _check(ours, "our pipeline")
+        config = load_config(CONFIG_FILE, [f"pipeline.root={ours_root}"])
+        ours_runs.append(components(ours, config.pipeline.metadata_path, config.pipeline.name))
+
+        theirs_root = work / f"theirs-{i}"
+        theirs = run_measured([sys.executable, "-m", "bench.tfx_penguin", str(theirs_root), str(data_root)],
+                              str(work / f"theirs-{i}.log"), env=_ENV, cwd=REPO_ROOT)
+        _check(theirs, "TFX's penguin example")
+        theirs_runs.append(components(theirs, tfx_penguin.paths(str(theirs_root))["metadata_path"],
+                                      tfx_penguin.PIPELINE_NAME))
+        print(f"  round {i + 1}: ours {ours.wall_seconds:.1f}s, theirs {theirs.wall_seconds:.1f}s", flush=True)
+    best_ours = min(ours_runs, key=lambda r: r["wall_seconds"])
+    best_theirs = min(theirs_runs, key=lambda r: r["wall_seconds"])
+    ratio = best_ours["wall_seconds"] / best_theirs["wall_seconds"]
+    return {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
+            "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
+                                 "theirs": [r["wall_seconds"] for r in theirs_runs]},
+            "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO}
+
+
+def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
+    """bench/trainer_bench.py's `run()` in its own process, on our local run's
+    transformed data when there is one."""
+    if not TRAINER_BENCH.exists():
+        return {"skipped": "bench/trainer_bench.py is not there yet (the distributed-trainer issue adds it)"}
+    code = ("import json, sys\n"
+            "from bench.trainer_bench import format_report, run\n"
+            "report = run(transform_dir=sys.argv[2] or None)\n"
+            "report['text'] = format_report(report)\n"
+            "json.dump(report, open(sys.argv[1], 'w'))\n")
+    out = work / "trainer.json"
+    measured = run_measured([sys.executable, "-c", code, str(out), str(transform_dir or "")],
+                            str(work / "trainer.log"), env=_ENV, cwd=REPO_ROOT)
+    if measured.returncode != 0 or not out.exists():
+        tail = Path(measured.log_file).read_text()[-2000:]
+        return {"failed": f"run() from bench/trainer_bench.py exited with {measured.returncode}", "log_tail": tail}
+    return {"wall_seconds": round(measured.wall_seconds, 2), **json.loads(out.read_text())}
+
+
+def bench_scale(work: Path, sizes: list[int]) -> dict:
+    runs = {}
+    for rows in sizes:
+        data = work / f"data-{rows}"
+        t0 = time.perf_counter()
+        shards = write_dataset(data, rows, seed=rows)
+        generate_seconds = time.perf_counter() - t0
+        root = work / f"scale-{rows}"
+        overrides = [f"data.input_dir={data}", *beam_settings(rows)]
+        print(f"scale: {rows} rows ({len(shards)} CSV shards, generated in {generate_seconds:.1f}s), "
+              f"{' '.join(overrides[1:])} ...", flush=True)
+        measured = run_measured(our_command(str(root), overrides), str(work / f"scale-{rows}.log"),
+                                env=_ENV, cwd=REPO_ROOT)
+        _check(measured, f"the {rows}-row run")
+        config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
+        runs[str(rows)] = {"generate_seconds": round(generate_seconds, 1), "beam": overrides[1:],
+                           **components(measured, config.pipeline.metadata_path, config.pipeline.name)}
+        print(f"  {rows} rows: {measured.wall_seconds:.0f}s, peak {measured.peak_rss_mb:.0f} MB", flush=True)
+    result = {"runs": runs}
+    if len(sizes) >= 2:
+        small, large = str(min(sizes)), str(max(sizes))
+        row_ratio = max(sizes) / min(sizes)
+        growth = {}
+        for name, c in runs[large]["components"].items():
+            before = runs[small]["components"].get(name, {}).get("seconds")
+            if before and before >= 0.5:  # sub-second components are noise, not growth
+                growth[name] = round(c["seconds"] / before, 2)
+        result.update(row_ratio=row_ratio, growth=growth,
+                      superlinear=[n for n, g in growth.items() if g > row_ratio],
+                      total_growth=round(runs[large]["wall_seconds"] / runs[small]["wall_seconds"], 2))
+    largest = runs[str(max(sizes))]
+    result.update(target_seconds=SCALE_TARGET_SECONDS,
+                  largest_within_target=largest["wall_seconds"] <= SCALE_TARGET_SECONDS)
+    return result
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)}
+
+
+def _stamped(part, *args) -> dict:
+    """A part's result with when it ran and how busy the machine was meanwhile
+    (other work shares it), so sections merged from different runs keep their context."""
+    start = _load()
+    result = part(*args)
+    return {**result, "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "load_average": {"start": start, "end": _load()}}
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def merge_results(path: Path, new: dict) -> dict:
+    """Runs on the same day add to that day's file, section by section."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    return {**old, **new}
+
+
+def markdown(r: dict) -> str:
+    lines = [f"# Benchmarks {r.get('date', '')}", ""]
+    m = r.get("machine", {})
+    lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
+              "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
+    if "local" in r:
+        loc = r["local"]
+        lines += ["## 1. Local end to end: this pipeline vs TFX's penguin example", "", _when(loc), "",
+                  f"Wall time (fresh process, imports included): ours {loc['ours']['wall_seconds']:.1f}s, "
+                  f"theirs {loc['theirs']['wall_seconds']:.1f}s, **ratio {loc['ratio']:.2f}x** "
+                  f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
+                  f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
+                  f"{loc.get('all_wall_seconds')}.", "",
+                  "| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
+        names = list(dict.fromkeys([*loc["ours"]["components"], *loc["theirs"]["components"]]))
+        for n in names:
+            o, t = loc["ours"]["components"].get(n, {}), loc["theirs"]["components"].get(n, {})
+            lines.append(f"| {n} | {_md(o.get('seconds'))} | {_md(o.get('peak_rss_mb'))} | "
+                         f"{_md(t.get('seconds'))} | {_md(t.get('peak_rss_mb'))} |")
+        for who in ("ours", "theirs"):
+            x = loc[who]
+            lines.append(f"| *{who}: components / outside them / wall* | "
+                         f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
+                         f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | accuracy {_md(x['accuracy'])} | |")
+        lines.append("")
+    if "trainer" in r:
+        t = r["trainer"]
+        lines += ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
+        if "skipped" in t or "failed" in t:
+            lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
+        else:
+            lines += ["```", t.get("text") or json.dumps(t, indent=2), "```", ""]
+    if "scale" in r:
+        s = r["scale"]
+        sizes = sorted(s["runs"], key=int)
+        lines += ["## 3. Scale: generated data through the full pipeline", "", _when(s), "",
+                  "| component | " + " | ".join(f"{n} rows s (peak MB)" for n in sizes)
+                  + (" | growth |" if "growth" in s else " |"),
+                  "|---|" + "---:|" * (len(sizes) + ("growth" in s))]
+        names = list(dict.fromkeys(n for size in sizes for n in s["runs"][size]["components"]))
+        for n in names:
+            cells = []
+            for size in sizes:
+                c = s["runs"][size]["components"].get(n, {})
+                cells.append(f"{_md(c.get('seconds'))} ({_md(c.get('peak_rss_mb'))})")
+            growth = f" | {_md(s.get('growth', {}).get(n))}" if "growth" in s else ""
+            lines.append(f"| {n} | " + " | ".join(cells) + growth + " |")
+        lines.append("| *wall (process)* | " + " | ".join(
+            f"{s['runs'][size]['wall_seconds']:.1f} ({_md(s['runs'][size]['peak_rss_mb'])})" for size in sizes)
+            + (f" | {s['total_growth']} |" if "growth" in s else " |"))
+        lines.append("")
+        lines.append("Beam: " + "; ".join(f"{size} rows: {' '.join(s['runs'][size]['beam'])}" for size in sizes))
+        if "growth" in s:
+            lines.append(f"Rows grew {s['row_ratio']:.0f}x. Components growing faster than the rows: "
+                         f"{', '.join(s['superlinear']) or 'none'}.")
+        largest = max(sizes, key=int)
+        lines.append(f"Largest ({largest} rows) took {s['runs'][largest]['wall_seconds'] / 60:.1f} min "
+                     f"(target <= {s['target_seconds'] / 60:.0f} min: "
+                     f"{'met' if s['largest_within_target'] else 'NOT met'}).")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _when(part: dict) -> str:
+    if "measured_at" not in part:
+        return "(run time and load not recorded)"
+    load = part["load_average"]
+    return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
+
+
+def _md(x) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s.replace("_", "")) for s in text.replace(",", " ").split()]
+    except ValueError:
+        raise SystemExit(f"--sizes: expected row counts like '100000,1000000', got {text!r}") from None
+    if any(s < 1 for s in sizes):
+        raise SystemExit(f"--sizes: row counts must be positive, got {text!r}")
+    return sorted(set(sizes))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000",
+                        help="row counts for the scale runs, comma separated; empty skips them")
+    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale"])
+    parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
+                        help="local comparison rounds; the fastest of each side counts")
+    parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
+    parser.add_argument("--keep", action="store_true", help="keep the runs' output directories")
+    args = parser.parse_args(argv)
+    sizes = parse_sizes(args.sizes)
+    # Reading results back through TFMA logs deprecation warnings; they aren't ours to fix.
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-"))
+    today = datetime.datetime.now(datetime.timezone.utc)
+    results: dict = {"date": today.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine()}
+    keep = args.keep
+    try:
+        # Warm the page cache so neither side pays for the first cold import of TF/TFX.
+        subprocess.run([sys.executable, "-c", "import tfx.v1, tensorflow_transform, tensorflow_model_analysis"],
+                       env={**os.environ, **_ENV}, check=True, capture_output=True)
+        if "local" not in args.skip:
+            print("local: our pipeline, then TFX's penguin example ...", flush=True)
+            results["local"] = _stamped(bench_local, work, args.repeat)
+            print(f"  ratio {results['local']['ratio']:.2f}x", flush=True)
+        if "trainer" not in args.skip:
+            print("trainer: custom loop vs model.fit ...", flush=True)
+            ours = Path(load_config(CONFIG_FILE, [f"pipeline.root={work / 'ours-0'}"]).pipeline.pipeline_root,
+                        "Transform")
+            results["trainer"] = _stamped(bench_trainer, work, ours if ours.is_dir() else None)
+        if sizes and "scale" not in args.skip:
+            results["scale"] = _stamped(bench_scale, work, sizes)
+    except BaseException:
+        keep = True  # the logs say what went wrong
+        raise
+    finally:
+        if keep:
+            print(f"outputs kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    results_dir = Path(args.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    json_path = results_dir / f"{today:%Y-%m-%d}.json"
+    merged = merge_results(json_path, results)
+    json_path.write_text(json.dumps(merged, indent=2, default=_json_default) + "\n")
+    md = markdown(merged)
+    (results_dir / f"{today:%Y-%m-%d}.md").write_text(md + "\n")
+    print(md)
+    print(f"results: {json_path}")
+    return 0
+
+
+def _json_default(x):
+    if dataclasses.is_dataclass(x):
+        return dataclasses.asdict(x)
+    raise TypeError(f"{type(x).__name__} is not JSON serialisable")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The run report: one self-contained report.html per run, images inline.
+
+Everything comes from what the run recorded: MLMD (via summary.py) for
+components, metrics, thresholds, blessing and push; StatisticsGen and
+ExampleValidator outputs for the data; the Trainer's TensorBoard summaries for
+the training curves. Nothing is recomputed, so a report regenerated later
+shows the same run.
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import html
+import io
+import os
+from pathlib import Path
+from typing import Optional
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display; must precede pyplot
+import matplotlib.pyplot as plt  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2  # noqa: E402
+
+from pipeline.config import Config, join  # noqa: E402
+from pipeline.summary import RunSummary, summarize  # noqa: E402
+
+REPORT_FILE = "report.html"
+# Artifact types from a data-snapshot component, whatever it names them.
+_SNAPSHOT_MARK = "snapshot"
+_CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"))
+
+
+def run_dir(config: Config, run_id: str) -> str:
+    """Where a run's own files (its report) live: <root>/runs/<run id>/."""
+    if not run_id or "/" in run_id or run_id in (".", ".."):
+        raise ValueError(f"run id {run_id!r} is not a valid directory name")
+    return join(config.pipeline.root_uri, "runs", run_id.replace(":", ""))
+
+
+def write_report(config: Config, run_id: Optional[str] = None, summary: Optional[RunSummary] = None) -> str:
+    """Render the report of `run_id` (default: the latest run) and return its path."""
+    if summary is None:
+        if not os.path.exists(config.pipeline.metadata_path):
+            raise LookupError(f"no metadata store at {config.pipeline.metadata_path}: no run has happened there yet")
+        summary = summarize(config.pipeline.metadata_path, config.pipeline.name, run_id)
+    out_dir = run_dir(config, summary.run_id)
+    os.makedirs(out_dir, exist_ok=True)
+    path = join(out_dir, REPORT_FILE)
+    Path(path).write_text(render(summary, config.pipeline.name))
+    return path
+
+
+def render(summary: RunSummary, pipeline_name: str) -> str:
+    sections = [
+        _overview(summary, pipeline_name),
+        _components(summary),
+        _data(summary),
+        _training(summary),
+        _evaluation(summary),
+        _snapshot(summary),
+    ]
+    return _PAGE.format(title=_e(f"{pipeline_name} run {summary.run_id}"), body="\n".join(sections))
+
+
+# -- sections ---------------------------------------------------------------
+
+def _overview(s: RunSummary, pipeline_name: str) -> str:
+    failed = [c.name for c in s.components if c.state == "failed"]
+    status = f"failed in {', '.join(failed)}" if failed else "complete"
+    rows = [("pipeline", pipeline_name), ("run", s.run_id), ("status", status),
+            ("blessed", {True: "yes", False: "NO", None: "not evaluated"}[s.blessed]),
+            ("pushed model", s.pushed_path or "nothing pushed (the serving model, if any, is unchanged)")]
+    if s.pushed_version:
+        rows.append(("pushed version", s.pushed_version))
+    return _section("overview", "Run", _table(("", ""), rows))
+
+
+def _components(s: RunSummary) -> str:
+    rows = [(c.name, c.state, f"{c.seconds:.1f}") for c in s.components]
+    rows.append(("total", "", f"{sum(c.seconds for c in s.components):.1f}"))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(s.components) + 1))
+    names = [c.name for c in s.components][::-1]
+    ax.barh(names, [c.seconds for c in s.components][::-1],
+            color=["#c0392b" if c.state == "failed" else "#2e86c1" for c in s.components][::-1])
+    ax.set_xlabel("seconds")
+    ax.set_title("time per component")
+    return _section("components", "Components",
+                    _img(fig, "time per component") + _table(("component", "state", "seconds"), rows))
+
+
+def _data(s: RunSummary) -> str:
+    stats = _one(s, "StatisticsGen", "ExampleStatistics")
+    if stats is None:
+        return _section("data", "Data", "<p>No statistics were computed in this run.</p>")
+    parts = []
+    for split_dir in sorted(glob.glob(os.path.join(stats.uri, "Split-*"))):
+        split = os.path.basename(split_dir)[len("Split-"):]
+        path = os.path.join(split_dir, "FeatureStats.pb")
+        if not os.path.exists(path):
+            continue
+        stats_list = statistics_pb2.DatasetFeatureStatisticsList.FromString(Path(path).read_bytes())
+        for dataset in stats_list.datasets:
+            parts.append(f"<h3>{_e(split)}: {dataset.num_examples} examples</h3>" + _feature_table(dataset))
+    anomalies = _one(s, "ExampleValidator", "ExampleAnomalies")
+    parts.append("<h3>Anomalies (data against the schema)</h3>" + (
+        _anomalies(anomalies.uri) if anomalies else "<p>No validation ran in this run.</p>"))
+    return _section("data", "Data", "\n".join(parts))
+
+
+def _feature_table(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
+    rows = []
+    for f in dataset.features:
+        name = ".".join(f.path.step) or f.name
+        kind = statistics_pb2.FeatureNameStatistics.Type.Name(f.type).lower()
+        if f.HasField("num_stats"):
+            n = f.num_stats
+            common, detail = n.common_stats, f"mean {n.mean:.4g}, std {n.std_dev:.4g}, min {n.min:.4g}, max {n.max:.4g}"
+        elif f.HasField("string_stats"):
+            st = f.string_stats
+            top = ", ".join(f"{v.value} ({v.frequency:.0f})" for v in st.top_values[:5])
+            common, detail = st.common_stats, f"{st.unique} unique; top: {top}"
+        else:
+            continue
+        total = common.num_non_missing + common.num_missing
+        # An empty CSV cell becomes a present feature with no values, which
+        # TFDV counts as non-missing: for single-valued features count it here.
+        empty = common.num_non_missing - common.tot_num_values if common.max_num_values <= 1 else 0
+        missing = 100 * (common.num_missing + empty) / total if total else 0.0
+        rows.append((name, kind, f"{missing:.1f}%", detail))
+    return _table(("feature", "type", "missing or empty", "distribution"), rows)
+
+
+def _anomalies(uri: str) -> str:
+    rows = []
+    for split_dir in sorted(glob.glob(os.path.join(uri, "Split-*"))):
+        path = os.path.join(split_dir, "SchemaDiff.pb")
+        if not os.path.exists(path):
+            continue
+        anomalies = anomalies_pb2.Anomalies.FromString(Path(path).read_bytes())
+        split = os.path.basename(split_dir)[len("Split-"):]
+        for feature, info in sorted(anomalies.anomaly_info.items()):
+            rows.append((split, feature, info.short_description, info.description))
+        if anomalies.HasField("dataset_anomaly_info"):
+            info = anomalies.dataset_anomaly_info
+            rows.append((split, "(dataset)", info.short_description, info.description))
+    if not rows:
+        return '<p class="ok">None: every split matches the schema.</p>'
+    return _table(("split", "feature", "anomaly", "detail"), rows, css="bad")
+
+
+def _training(s: RunSummary) -> str:
+    model_run = _one(s, "Trainer", "ModelRun")
+    if model_run is None:
+        return _section("training", "Training", "<p>The Trainer did not run.</p>")
+    scalars = read_scalars(model_run.uri)
+    if not scalars:
+        return _section("training", "Training",
+                        f"<p>No training summaries found in {_e(model_run.uri)}.</p>")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for ax, (train_key, eval_key, label) in zip(axes, _CURVES):
+        for key, style in ((train_key, "-"), (eval_key, "o-")):
+            if key in scalars:
+                steps, values = zip(*scalars[key])
+                ax.plot(steps, values, style, label=key, markersize=4)
+        ax.set_xlabel("step")
+        ax.set_title(label)
+        ax.legend()
+        ax.grid(alpha=0.3)
+    rows = [(k, f"{v[-1][1]:.4g}", str(v[-1][0])) for k, v in sorted(scalars.items())]
+    return _section("training", "Training", _img(fig, "training curves")
+                    + "<h3>Last values</h3>" + _table(("scalar", "value", "at step"), rows)
+                    + f"<p class=dim>from {_e(model_run.uri)}</p>")
+
+
+def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
+    """name -> [(step, value)] from the TensorBoard event files directly in `logdir`."""
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
+                          else float(value.simple_value))
+                scalars.setdefault(value.tag, []).append((int(event.step), number))
+    return {k: sorted(v) for k, v in scalars.items()}
+
+
+def _evaluation(s: RunSummary) -> str:
+    if s.blessed is None:
+        return _section("evaluation", "Evaluation", "<p>The Evaluator did not run.</p>")
+    rows = []
+    for name in sorted(set(s.metrics) | set(s.thresholds)):
+        t = s.thresholds.get(name, {})
+        bounds = []
+        if "lower_bound" in t:
+            bounds.append(f"&ge; {t['lower_bound']:.4g}")
+        if "upper_bound" in t:
+            bounds.append(f"&le; {t['upper_bound']:.4g}")
+        if "change_absolute" in t:
+            bounds.append(f"change vs baseline &ge; {t['change_absolute']:.2g}")
+        value, base = s.metrics.get(name), s.baseline_metrics.get(name)
+        rows.append((_e(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
+    table = _table(("metric", "candidate", "baseline (last blessed)", "threshold"), rows, escape=False)
+    if s.blessed:
+        why = ("it met every threshold" + (" and did not regress against the last blessed model"
+                                           if s.baseline_metrics else "; there was no blessed baseline yet, "
+                                           "so only the absolute thresholds applied"))
+        verdict = f'<p class="ok"><b>Blessed</b>: {_e(why)}.</p>'
+    else:
+        reasons = "".join(f"<li>{_e(f)}</li>" for f in s.validation_failures) or "<li>no reason recorded</li>"
+        verdict = f'<p class="bad"><b>Not blessed</b>, so nothing was pushed:</p><ul>{reasons}</ul>'
+    pushed = (f"<p>Pushed model: <code>{_e(s.pushed_path)}</code></p>" if s.pushed_path
+              else "<p>Pushed model: nothing pushed.</p>")
+    return _section("evaluation", "Evaluation and blessing", table + verdict + pushed)
+
+
+def _snapshot(s: RunSummary) -> str:
+    snaps = [(component, a) for component, arts in s.outputs.items() for a in arts
+             if _SNAPSHOT_MARK in a.type_name.lower()]
+    if not snaps:
+        return _section("snapshot", "Data snapshot", "<p>This pipeline recorded no data snapshot.</p>")
+    consumers = _consumers(s)
+    parts = []
+    for component, a in snaps:
+        rows = [("produced by", component), ("type", a.type_name), ("uri", a.uri)]
+        rows += [(k, str(v)) for k, v in sorted(a.properties.items()) if k not in ("tfx_version", "is_external")]
+        parts.append(_table(("", ""), rows))
+        # The snapshot may reach ExampleGen through a sibling output (e.g. its data directory).
+        lineage = [(o.type_name, o.uri, ", ".join(consumers.get(o.id, [])) or "no later component of this run")
+                   for o in s.outputs[component]]
+        parts.append(f"<h3>Lineage: what {_e(component)} produced and who read it</h3>"
+                     + _table(("artifact", "uri", "read by"), lineage))
+    return _section("snapshot", "Data snapshot and lineage", "\n".join(parts))
+
+
+def _consumers(s: RunSummary) -> dict[int, list[str]]:
+    """Artifact id -> the components of this run that read it."""
+    result: dict[int, list[str]] = {}
+    for component, artifact_ids in s.inputs.items():
+        for artifact_id in artifact_ids:
+            result.setdefault(artifact_id, []).append(component)
+    return result
+
+
+# -- helpers ----------------------------------------------------------------
+
+def _one(s: RunSummary, component: str, type_name: str):
+    return next((a for a in s.outputs.get(component, []) if a.type_name == type_name), None)
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "&ndash;" if x is None else f"{x:.4f}"
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _section(anchor: str, title: str, body: str) -> str:
+    return f'<section id="{anchor}"><h2>{_e(title)}</h2>\n{body}\n</section>'
+
+
+def _table(header, rows, css: str = "", escape: bool = True) -> str:
+    esc = _e if escape else str
+    head = "".join(f"<th>{_e(h)}</th>" for h in header) if any(header) else ""
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{css}">' + (f"<tr>{head}</tr>" if head else "") + body + "</table>"
+
+
+def _img(fig, alt: str) -> str:
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1em; }}
+td, th {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 14px; vertical-align: top; }}
+th {{ background: #f2f2f2; }}
+section {{ border-top: 2px solid #2e86c1; margin-top: 1.5em; }}
+.ok {{ color: #1e8449; }} .bad, table.bad td {{ color: #b03a2e; }} .dim {{ color: #888; font-size: 12px; }}
+img {{ max-width: 100%; }}
+</style></head>
+<body><h1>{title}</h1>
+{body}
+</body></html>
+"""

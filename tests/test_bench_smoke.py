@@ -1,0 +1,132 @@
+"""The benchmark's parts at a small size: the data generator against the schema,
+the TFX-example data conversion, the process watcher, the results summary.
+The benchmark itself (`make bench`) is not part of the test suite."""
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench import run as bench_run
+from bench import tfx_penguin
+from bench.measure import run_measured
+from pipeline.config import REPO_ROOT
+from pipeline.data_generator import COLUMNS, SOURCE_CSV, generate, load_profile, write_dataset
+from trainer import features
+
+ROWS = 1000
+
+
+@pytest.fixture(scope="module")
+def frame():
+    return generate(ROWS, seed=7)
+
+
+def test_generator_is_deterministic_and_keeps_the_source_columns(frame):
+    pd.testing.assert_frame_equal(frame, generate(ROWS, seed=7))
+    assert not frame.equals(generate(ROWS, seed=8))
+    assert tuple(frame.columns) == COLUMNS == tuple(pd.read_csv(SOURCE_CSV).columns)
+    assert len(frame) == ROWS
+
+
+def test_generator_follows_the_real_per_species_distributions(frame):
+    source = pd.read_csv(SOURCE_CSV)
+    share = frame["species"].value_counts(normalize=True)
+    real = source["species"].value_counts(normalize=True)
+    assert (abs(share - real) < 0.05).all(), (share, real)
+    # Islands as in the real colonies: Gentoo only on Biscoe, Chinstrap only on Dream.
+    assert set(frame.loc[frame.species == "Gentoo", "island"]) == {"Biscoe"}
+    assert set(frame.loc[frame.species == "Chinstrap", "island"]) == {"Dream"}
+    means = frame.groupby("species")[list(features.NUMERIC)].mean()
+    real_means = source.groupby("species")[list(features.NUMERIC)].mean()
+    real_std = source.groupby("species")[list(features.NUMERIC)].std()
+    assert (abs(means - real_means) < 0.5 * real_std).all().all(), means
+    # Correlation kept: heavier penguins have longer flippers.
+    assert frame["body_mass_g"].astype(float).corr(frame["flipper_length_mm"].astype(float)) > 0.7
+
+
+def test_generator_includes_missing_values_like_the_source(frame):
+    all_missing = frame[list(features.NUMERIC)].isna().all(axis=1)
+    assert 0 < all_missing.sum() < 0.03 * ROWS
+    assert frame.loc[all_missing, "sex"].isna().all()
+    assert 0 < frame["sex"].isna().sum() < 0.1 * ROWS
+    assert not frame[["species", "island", "year"]].isna().any().any()
+
+
+def test_written_shards_parse_as_the_schema_expects(tmp_path):
+    import tensorflow_data_validation as tfdv
+
+    paths = write_dataset(tmp_path / "data", ROWS, seed=1, shards=3)
+    assert len(paths) == 3
+    shards = [pd.read_csv(p) for p in paths]
+    assert sum(len(s) for s in shards) == ROWS
+    # Integers stay integers in the CSV, so CsvExampleGen infers INT as the schema says.
+    header, *rows = [line.split(",") for line in paths[0].read_text().splitlines()]
+    assert header == list(COLUMNS)
+    int_cells = [row[header.index(c)] for row in rows for c in ("flipper_length_mm", "body_mass_g", "year")]
+    assert all(cell.isdigit() for cell in int_cells if cell)
+    stats = tfdv.generate_statistics_from_csv(str(paths[0]))
+    schema = tfdv.load_schema_text(str(REPO_ROOT / "schema" / "schema.pbtxt"))
+    anomalies = tfdv.validate_statistics(stats, schema)
+    assert not anomalies.anomaly_info, anomalies.anomaly_info
+    with pytest.raises(FileExistsError, match="not empty"):
+        write_dataset(tmp_path / "data", 10)
+
+
+def test_generator_rejects_bad_sizes_and_sources(tmp_path):
+    with pytest.raises(ValueError, match="rows must be positive"):
+        generate(0)
+    with pytest.raises(ValueError, match="shards must be between"):
+        write_dataset(tmp_path / "x", 5, shards=6)
+    bad = tmp_path / "bad.csv"
+    pd.read_csv(SOURCE_CSV).drop(columns=["island"]).to_csv(bad, index=False)
+    with pytest.raises(ValueError, match="lacks columns \\['island'\\]"):
+        load_profile(bad)
+
+
+def test_tfx_example_gets_the_same_rows_in_its_own_columns(tmp_path):
+    path = tfx_penguin.write_example_data(SOURCE_CSV, tmp_path)
+    assert path == tmp_path / "labelled" / "penguins.csv"
+    source, theirs = pd.read_csv(SOURCE_CSV), pd.read_csv(path)
+    assert list(theirs.columns) == ["species", "culmen_length_mm", "culmen_depth_mm", "flipper_length_mm",
+                                    "body_mass_g"]
+    complete = source.dropna(subset=list(features.NUMERIC))
+    assert len(theirs) == len(complete) == 342
+    assert dict(theirs["species"].value_counts()) == {
+        i: n for i, n in enumerate(complete["species"].value_counts().sort_index())}
+    np.testing.assert_allclose(theirs["culmen_length_mm"], complete["bill_length_mm"])
+
+
+def test_process_watcher_sees_the_whole_tree(tmp_path):
+    # A child that holds ~200 MB in a grandchild for a moment.
+    grandchild = "b = bytearray(200 * 2**20); import time; time.sleep(1.5)"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}], check=True)"
+    measured = run_measured([sys.executable, "-c", child], str(tmp_path / "log"))
+    assert measured.returncode == 0
+    assert measured.wall_seconds >= 1.5
+    assert measured.peak_rss_mb >= 200
+    t, _ = measured.samples[len(measured.samples) // 2]
+    assert measured.peak_between(t, t) is not None
+    assert measured.peak_between(0, 1) is None
+
+
+def test_beam_settings_and_size_parsing():
+    assert "beam.direct_running_mode=in_memory" in bench_run.beam_settings(1000)
+    assert "beam.direct_running_mode=multi_processing" in bench_run.beam_settings(1_000_000)
+    assert bench_run.parse_sizes("1_000_000, 100000") == [100000, 1000000]
+    assert bench_run.parse_sizes("") == []
+    with pytest.raises(SystemExit, match="--sizes"):
+        bench_run.parse_sizes("a lot")
+
+
+def test_markdown_states_ratios_and_misses():
+    component = {"state": "ran", "seconds": 10.0, "peak_rss_mb": 900.0}
+    side = {"wall_seconds": 40.0, "components_seconds": 30.0, "outside_components_seconds": 10.0,
+            "peak_rss_mb": 1000.0, "components": {"Transform": component}, "accuracy": 0.98}
+    text = bench_run.markdown({"local": {"ours": side, "theirs": side, "ratio": 1.0, "target_ratio": 0.3,
+                                         "met": False},
+                               "trainer": {"skipped": "not there"}})
+    assert "ratio 1.00x" in text and "NOT met" in text
+    assert "| Transform | 10.0 | 900.0 | 10.0 | 900.0 |" in text
+    assert "Not measured: not there." in text
