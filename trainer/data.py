@@ -23,12 +23,13 @@ def split_label(batch: dict) -> tuple[dict, tf.Tensor]:
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
                       *, training: bool, seed: int = 0, micro_batches: int = 1,
-                      drop_remainder: bool = True) -> DatasetFn:
+                      drop_remainder: bool = True, max_batches: int = 0) -> DatasetFn:
     """A dataset_fn for `strategy.distribute_datasets_from_function`.
 
     Each input pipeline reads its shard and yields per-replica micro-batches.
     Training data repeats forever in a seeded, reproducible order, so a resumed
     run that skips the batches already consumed sees exactly what it would have.
+    `max_batches` > 0 caps the batches each input pipeline yields (a quick eval).
     """
     files = sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
                    else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
@@ -50,6 +51,8 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
             # every epoch after the first free of file I/O.
             ds = ds.cache().shuffle(10_000, seed=seed, reshuffle_each_iteration=True).repeat()
         ds = ds.batch(per_replica, drop_remainder=drop_remainder)
+        if max_batches:
+            ds = ds.take(max_batches)
         ds = ds.map(lambda x: split_label(tf.io.parse_example(x, feature_spec)),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.prefetch(tf.data.AUTOTUNE)
@@ -57,9 +60,13 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     return dataset_fn
 
 
+class BatchSizeError(ValueError):
+    """trainer.global_batch_size does not split evenly over replicas and micro-batches."""
+
+
 def per_replica_batch_size(global_batch_size: int, num_replicas: int, micro_batches: int = 1) -> int:
     if global_batch_size % (num_replicas * micro_batches):
-        raise ValueError(
+        raise BatchSizeError(
             f"trainer.global_batch_size={global_batch_size} must be a multiple of the replica count "
             f"({num_replicas}) times trainer.gradient_accumulation_steps ({micro_batches})")
     return global_batch_size // (num_replicas * micro_batches)

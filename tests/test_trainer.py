@@ -1,0 +1,201 @@
+"""The training loop under real strategies, each run in its own `python -m trainer` process.
+
+Separate processes because logical CPU devices and TF_CONFIG must be set
+before TF initialises, and because preemption is a signal to a process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+EXIT_BAD_CONFIG, EXIT_PREEMPTED = 2, 75  # trainer/cli.py's contract with schedulers
+
+# The same global batch split over replicas or micro-batches sums the same
+# per-example gradients in a different order: float32 rounding only.
+TRAJECTORY_RTOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict:
+    from trainer import synthetic
+
+    root = tmp_path_factory.mktemp("data")
+    return {"train_files": synthetic.write_examples(str(root / "train"), 1024, shards=2, seed=0),
+            "eval_files": synthetic.write_examples(str(root / "eval"), 256, shards=2, seed=1)}
+
+
+def write_job(directory: Path, data: dict, name: str = "job", **trainer) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    job = {"trainer": {"strategy": "default", "train_steps": 40, "global_batch_size": 32,
+                       "steps_per_execution": 10, "eval_every_steps": 10, "checkpoint_every_steps": 20,
+                       "scale_lr_with_replicas": False, **trainer},
+           **data,
+           "checkpoint_dir": str(directory / "checkpoints"),
+           "export_dir": str(directory / "export"),
+           "result_file": str(directory / f"{name}-result.json")}
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def start(job: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CLUSTER_SPEC")}
+    full_env.update(TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    return subprocess.Popen([sys.executable, "-m", "trainer", "train", str(job), *args], env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen, expect: int = 0, timeout: float = 240) -> str:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == expect, f"exit {proc.returncode}, expected {expect}:\n{out[-4000:]}"
+    return out
+
+
+def result(job: Path) -> dict:
+    return json.loads(Path(yaml.safe_load(job.read_text())["result_file"]).read_text())
+
+
+def trajectory(res: dict) -> list[float]:
+    return [r[key] for r in res["history"] for key in ("loss", "eval_loss")]
+
+
+@pytest.fixture(scope="module")
+def single_device_run(data, tmp_path_factory) -> dict:
+    job = write_job(tmp_path_factory.mktemp("default"), data)
+    finish(start(job, "--cpu-devices", "2"))
+    res = result(job)
+    assert res["replicas"] == 1
+    losses = trajectory(res)
+    assert losses[-1] < 0.5 * losses[0], f"training did not learn: {losses}"
+    return res
+
+
+def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, tmp_path):
+    job = write_job(tmp_path, data, strategy="mirrored")
+    finish(start(job, "--cpu-devices", "2"))
+    res = result(job)
+    assert res["replicas"] == 2
+    assert trajectory(res) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
+
+
+def test_gradient_accumulation_matches_one_big_batch(single_device_run, data, tmp_path):
+    job = write_job(tmp_path, data, gradient_accumulation_steps=4)
+    finish(start(job))
+    assert trajectory(result(job)) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
+
+
+def test_global_batch_not_multiple_of_replicas_is_named(data, tmp_path):
+    job = write_job(tmp_path, data, strategy="mirrored", global_batch_size=33)
+    out = finish(start(job, "--cpu-devices", "2"), expect=EXIT_BAD_CONFIG)
+    assert "trainer.global_batch_size=33" in out and "replica count (2)" in out
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_multi_worker_two_processes_agree_and_only_chief_exports(data, tmp_path):
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
+    jobs, procs = [], []
+    for index in range(2):
+        # Each worker names its own export dir, so a stray export would show.
+        job = write_job(tmp_path / f"worker{index}", data, strategy="multi_worker")
+        config = yaml.safe_load(job.read_text())
+        config["checkpoint_dir"] = str(tmp_path / "checkpoints")
+        job.write_text(yaml.safe_dump(config))
+        jobs.append(job)
+        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        procs.append(start(job, env={"TF_CONFIG": json.dumps(tf_config)}))
+    for proc in procs:
+        finish(proc)
+    chief, worker = (result(j) for j in jobs)
+    assert (chief["chief"], worker["chief"]) == (True, False)
+    assert chief["replicas"] == worker["replicas"] == 2
+    assert chief["step"] == worker["step"] == 40
+    assert chief["weights_sha256"] == worker["weights_sha256"]
+    assert chief["history"] == worker["history"]
+    assert (tmp_path / "worker0" / "export" / "saved_model.pb").is_file()
+    assert not (tmp_path / "worker1" / "export").exists()
+    assert (tmp_path / "checkpoints" / "ckpt-40.index").is_file()
+
+
+def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
+    # Long enough that the signal, sent at the first checkpoint, lands mid-run.
+    settings = dict(train_steps=3000, eval_every_steps=500, checkpoint_every_steps=100)
+    reference = write_job(tmp_path / "reference", data, **settings)
+    interrupted = write_job(tmp_path / "interrupted", data, **settings)
+    reference_proc = start(reference)
+    proc = start(interrupted)
+    first_checkpoint = tmp_path / "interrupted" / "checkpoints" / "ckpt-100.index"
+    deadline = time.monotonic() + 180
+    while not first_checkpoint.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint before exit/timeout"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    finish(proc, expect=EXIT_PREEMPTED)
+    stopped = result(interrupted)
+    assert stopped["preempted"] and 100 <= stopped["step"] < 3000
+    assert (tmp_path / "interrupted" / "checkpoints" / f"ckpt-{stopped['step']}.index").is_file()
+
+    finish(start(interrupted))
+    resumed = result(interrupted)
+    finish(reference_proc)
+    expected = result(reference)
+    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 3000
+    assert resumed["weights_sha256"] == expected["weights_sha256"]
+    assert resumed["history"][-1] == expected["history"][-1]
+
+
+def test_jit_compiles_train_step_with_bfloat16_policy(data, tmp_path):
+    dump = tmp_path / "xla"
+    job = write_job(tmp_path, data, jit_compile=True, precision="mixed_bfloat16")
+    finish(start(job, env={"XLA_FLAGS": f"--xla_dump_to={dump}"}))
+    losses = trajectory(result(job))
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < 0.5 * losses[0]
+    # XLA dumped the gradient step it compiled, and its matmuls run in bfloat16.
+    modules = [p.read_text() for p in dump.glob("*gradients*after_optimizations.txt")]
+    assert modules, f"XLA compiled no gradient step: {sorted(p.name for p in dump.iterdir())[:20]}"
+    assert any("bf16" in m and "dot(" in m for m in modules)
+
+
+def test_jit_step_refuses_an_op_xla_cannot_compile():
+    import tensorflow as tf
+    import tf_keras
+
+    from trainer.loop import make_gradient_fn
+
+    class StringRoundTrip(tf_keras.Model):
+        """A host-only op in the model, the kind that can't run on a TPU."""
+
+        def __init__(self):
+            super().__init__()
+            self.dense = tf_keras.layers.Dense(3)
+
+        def call(self, x):
+            return self.dense(tf.strings.to_number(tf.strings.as_string(x)))
+
+    model = StringRoundTrip()
+    batch = (tf.ones([4, 2]), tf.zeros([4], tf.int64))
+    model(batch[0])
+    optimizer = tf_keras.optimizers.Adam()
+    make_gradient_fn(model, optimizer, 4, jit_compile=False)((batch,))  # fine without XLA
+    with pytest.raises(tf.errors.InvalidArgumentError, match="AsString"):
+        make_gradient_fn(model, optimizer, 4, jit_compile=True)((batch,))
