@@ -43,3 +43,8 @@ lint: venv
 
 clean:
 	rm -rf output
+
+# Custom training loop vs TFX penguin's model.fit, side by side (docs/trainer.md).
+.PHONY: bench-trainer
+bench-trainer: venv
+	$(PY) bench/trainer_bench.py $(ARGS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -164,16 +165,22 @@ def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
     assert resumed["history"][-1] == expected["history"][-1]
 
 
-def test_jit_compiles_train_step_with_bfloat16_policy(data, tmp_path):
+@pytest.mark.parametrize("policy, hlo_type", [
+    ("mixed_bfloat16", r"\bbf16\["),  # what trainer.precision=auto picks on a TPU
+    ("mixed_float16", r"\bf16\["),  # on a GPU, with loss scaling
+], ids=["tpu-bfloat16", "gpu-float16"])
+def test_jit_compiles_train_step_with_precision_policy(data, tmp_path, policy, hlo_type):
     dump = tmp_path / "xla"
-    job = write_job(tmp_path, data, jit_compile=True, precision="mixed_bfloat16")
+    job = write_job(tmp_path, data, jit_compile=True, precision=policy)
     finish(start(job, env={"XLA_FLAGS": f"--xla_dump_to={dump}"}))
     losses = trajectory(result(job))
     assert all(math.isfinite(x) for x in losses) and losses[-1] < 0.5 * losses[0]
-    # XLA dumped the gradient step it compiled, and its matmuls run in bfloat16.
-    modules = [p.read_text() for p in dump.glob("*gradients*after_optimizations.txt")]
+    # XLA dumped the gradient step it was given: hidden matmuls in the policy's
+    # compute type, the logits layer in float32 (3 classes).
+    modules = [p.read_text() for p in dump.glob("*gradients*before_optimizations.txt")]
     assert modules, f"XLA compiled no gradient step: {sorted(p.name for p in dump.iterdir())[:20]}"
-    assert any("bf16" in m and "dot(" in m for m in modules)
+    assert any(re.search(r"= " + hlo_type + r"[^\n]* dot\(", m) for m in modules)
+    assert any(re.search(r"= f32\[\d+,3\]\S* dot\(", m) for m in modules)
 
 
 def test_jit_step_refuses_an_op_xla_cannot_compile():
