@@ -74,13 +74,41 @@ def trajectory(res: dict) -> list[float]:
 
 @pytest.fixture(scope="module")
 def single_device_run(data, tmp_path_factory) -> dict:
-    job = write_job(tmp_path_factory.mktemp("default"), data)
+    directory = tmp_path_factory.mktemp("default")
+    job = write_job(directory, data, profile_steps=[10, 20])
+    config = yaml.safe_load(job.read_text())
+    config["logdir"] = str(directory / "logs")
+    job.write_text(yaml.safe_dump(config))
     finish(start(job, "--cpu-devices", "2"))
     res = result(job)
+    res["logdir"] = config["logdir"]
     assert res["replicas"] == 1
     losses = trajectory(res)
     assert losses[-1] < 0.5 * losses[0], f"training did not learn: {losses}"
     return res
+
+
+def test_tensorboard_scalars_and_profile_window_are_written(single_device_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logdir = Path(single_device_run["logdir"])
+    events = EventAccumulator(str(logdir), size_guidance={"tensors": 0}).Reload()
+    tags = set(events.Tags()["tensors"])
+    assert {"loss", "accuracy", "learning_rate", "examples_per_second", "eval_loss", "eval_accuracy"} <= tags
+    assert [e.step for e in events.Tensors("loss")] == [10, 20, 30, 40]
+    assert list((logdir / "plugins" / "profile").glob("*/*.xplane.pb")), "no profiler trace for steps [10, 20)"
+
+
+def test_early_stopping_stops_and_stays_stopped(data, tmp_path):
+    job = write_job(tmp_path, data, train_steps=400, learning_rate=0.05, early_stopping_patience=2)
+    finish(start(job))
+    stopped = result(job)
+    eval_losses = [r["eval_loss"] for r in stopped["history"]]
+    assert stopped["stopped_early"] and stopped["step"] < 400
+    assert min(eval_losses[-2:]) >= min(eval_losses[:-2])  # two evaluations without improvement
+    finish(start(job))  # a restart (e.g. after preemption) must not train on
+    again = result(job)
+    assert again["stopped_early"] and again["initial_step"] == again["step"] == stopped["step"]
 
 
 def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, tmp_path):
