@@ -141,54 +141,69 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def test_multi_worker_two_processes_agree_and_only_chief_exports(data, tmp_path):
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"{path.name} not written before exit/timeout"
+        time.sleep(0.02)
+
+
+def test_multi_worker_stops_together_resumes_agrees_and_only_chief_exports(data, tmp_path):
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
-    jobs, procs = [], []
+    checkpoints = tmp_path / "checkpoints"
+    jobs, envs = [], []
     for index in range(2):
         # Each worker names its own export dir, so a stray export would show.
-        job = write_job(tmp_path / f"worker{index}", data, strategy="multi_worker")
+        job = write_job(tmp_path / f"worker{index}", data, strategy="multi_worker",
+                        train_steps=1000, eval_every_steps=250, checkpoint_every_steps=50)
         config = yaml.safe_load(job.read_text())
-        config["checkpoint_dir"] = str(tmp_path / "checkpoints")
+        config["checkpoint_dir"] = str(checkpoints)
         job.write_text(yaml.safe_dump(config))
         jobs.append(job)
-        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
-        procs.append(start(job, env={"TF_CONFIG": json.dumps(tf_config)}))
+        envs.append({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})})
+
+    procs = [start(job, env=env) for job, env in zip(jobs, envs)]
+    wait_for(checkpoints / "ckpt-50.index", procs[0])
+    procs[1].send_signal(signal.SIGTERM)  # only the non-chief hears it
     for proc in procs:
+        finish(proc, expect=EXIT_PREEMPTED)
+    stopped = [result(j) for j in jobs]
+    assert stopped[0]["step"] == stopped[1]["step"] < 1000
+    assert (checkpoints / f"ckpt-{stopped[0]['step']}.index").is_file()
+    assert not (tmp_path / "worker0" / "export").exists()  # no export from a preempted run
+
+    for proc in [start(job, env=env) for job, env in zip(jobs, envs)]:
         finish(proc)
     chief, worker = (result(j) for j in jobs)
     assert (chief["chief"], worker["chief"]) == (True, False)
     assert chief["replicas"] == worker["replicas"] == 2
-    assert chief["step"] == worker["step"] == 40
+    assert chief["initial_step"] == worker["initial_step"] == stopped[0]["step"]
+    assert chief["step"] == worker["step"] == 1000
     assert chief["weights_sha256"] == worker["weights_sha256"]
     assert chief["history"] == worker["history"]
     assert (tmp_path / "worker0" / "export" / "saved_model.pb").is_file()
     assert not (tmp_path / "worker1" / "export").exists()
-    assert (tmp_path / "checkpoints" / "ckpt-40.index").is_file()
 
 
 def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
     # Long enough that the signal, sent at the first checkpoint, lands mid-run.
-    settings = dict(train_steps=3000, eval_every_steps=500, checkpoint_every_steps=100)
+    settings = dict(train_steps=2000, eval_every_steps=500, checkpoint_every_steps=50)
     reference = write_job(tmp_path / "reference", data, **settings)
     interrupted = write_job(tmp_path / "interrupted", data, **settings)
     reference_proc = start(reference)
     proc = start(interrupted)
-    first_checkpoint = tmp_path / "interrupted" / "checkpoints" / "ckpt-100.index"
-    deadline = time.monotonic() + 180
-    while not first_checkpoint.exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint before exit/timeout"
-        time.sleep(0.02)
+    wait_for(tmp_path / "interrupted" / "checkpoints" / "ckpt-50.index", proc)
     proc.send_signal(signal.SIGTERM)
     finish(proc, expect=EXIT_PREEMPTED)
     stopped = result(interrupted)
-    assert stopped["preempted"] and 100 <= stopped["step"] < 3000
+    assert stopped["preempted"] and 50 <= stopped["step"] < 2000
     assert (tmp_path / "interrupted" / "checkpoints" / f"ckpt-{stopped['step']}.index").is_file()
 
     finish(start(interrupted))
     resumed = result(interrupted)
     finish(reference_proc)
     expected = result(reference)
-    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 3000
+    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 2000
     assert resumed["weights_sha256"] == expected["weights_sha256"]
     assert resumed["history"][-1] == expected["history"][-1]
 

@@ -227,15 +227,22 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             train_loss.update_state(losses)
             train_acc.update_state(labels, logits)
 
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
     @tf.function
-    def train_steps(iterator, num_steps):
-        """One host call: `num_steps` optimizer steps, then the mean loss and accuracy over them."""
+    def train_steps(iterator, num_steps, stop_requested):
+        """One host call: `num_steps` optimizer steps. Returns the mean loss and
+        accuracy over them, and whether any worker has asked to stop."""
         train_loss.reset_state()
         train_acc.reset_state()
         for _ in tf.range(num_steps):
             micro_batches = tuple(next(iterator) for _ in range(k))
             strategy.run(replica_step, args=(micro_batches,))
-        return train_loss.result(), train_acc.result()
+        if multi_worker:
+            # SIGTERM may reach one worker only, or between calls: all must stop
+            # after the same call or the others hang in their next collective.
+            stop_requested = strategy.reduce("SUM", strategy.run(lambda: stop_requested), axis=None)
+        return train_loss.result(), train_acc.result(), stop_requested > 0
 
     def eval_replica(batch):
         features, labels = batch
@@ -245,21 +252,26 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
 
     @tf.function
     def evaluate():
+        eval_loss.reset_state()
+        eval_acc.reset_state()
         for batch in eval_data:
             strategy.run(eval_replica, args=(batch,))
+        return eval_loss.result(), eval_acc.result()
 
     summaries = Summaries(logdir, is_chief(strategy))
     profiler = Profiler(cfg.profile_steps, logdir or checkpoint_dir)
     preemption = Preemption()
     history: list[dict] = []
     stopped_early = _patience_exhausted(evals_without_improvement, cfg.early_stopping_patience)
+    preempted = False
     steady_start, steady_step = None, step
     try:
-        while step < cfg.train_steps and not preemption.requested and not stopped_early:
+        while step < cfg.train_steps and not preempted and not stopped_early:
             n = _steps_to_next_boundary(step, cfg)
             profiler.before(step)
             start = time.perf_counter()
-            loss, acc = (float(x) for x in train_steps(train_iter, tf.constant(n)))  # waits for the device
+            loss, acc, preempted = train_steps(train_iter, tf.constant(n), tf.constant(float(preemption.requested)))
+            loss, acc, preempted = float(loss), float(acc), bool(preempted)  # waits for the device
             step += n
             elapsed = time.perf_counter() - start
             profiler.after(step)
@@ -269,10 +281,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             if step % cfg.eval_every_steps == 0 or step == cfg.train_steps:
                 record = {"step": step, "loss": loss, "accuracy": acc}
                 if eval_data is not None:
-                    evaluate()
-                    record.update(eval_loss=float(eval_loss.result()), eval_accuracy=float(eval_acc.result()))
-                    eval_loss.reset_state()
-                    eval_acc.reset_state()
+                    record["eval_loss"], record["eval_accuracy"] = (float(x) for x in evaluate())
                     summaries.write(step, {"eval_loss": record["eval_loss"],
                                            "eval_accuracy": record["eval_accuracy"]})
                     _record_eval(record["eval_loss"], best_eval_loss, evals_without_improvement)
@@ -282,8 +291,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                 log.info("step %d/%d %s (%.0f examples/s)", step, cfg.train_steps,
                          " ".join(f"{k_}={v:.4f}" for k_, v in record.items() if k_ != "step"),
                          n * global_batch / elapsed)
-            if step % cfg.checkpoint_every_steps == 0 or preemption.requested or stopped_early \
-                    or step == cfg.train_steps:
+            if step % cfg.checkpoint_every_steps == 0 or preempted or stopped_early or step == cfg.train_steps:
                 ckpt.save(step)
             if steady_start is None:  # the first host call traced and compiled: start the clock after it
                 steady_start, steady_step = time.perf_counter(), step
@@ -292,9 +300,9 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
         profiler.close()
         summaries.flush()
     steady = (step - steady_step) * global_batch / (time.perf_counter() - steady_start) if step > steady_step else 0.0
-    if preemption.requested:
+    if preempted:
         log.warning("preempted at step %d; checkpoint saved in %s", step, checkpoint_dir)
-    return TrainResult(model, step, initial_step, preemption.requested, stopped_early, history, steady)
+    return TrainResult(model, step, initial_step, preempted, stopped_early, history, steady)
 
 
 def _steps_to_next_boundary(step: int, cfg: TrainerConfig) -> int:
