@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainer.cli import EXIT_BAD_CONFIG, EXIT_PREEMPTED
+
 REPO = Path(__file__).resolve().parent.parent
-EXIT_BAD_CONFIG, EXIT_PREEMPTED = 2, 75  # trainer/cli.py's contract with schedulers
 
 # The same global batch split over replicas or micro-batches sums the same
 # per-example gradients in a different order: float32 rounding only.
@@ -37,7 +38,8 @@ def data(tmp_path_factory) -> dict:
             "eval_files": synthetic.write_examples(str(root / "eval"), 256, shards=2, seed=1)}
 
 
-def write_job(directory: Path, data: dict, name: str = "job", **trainer) -> Path:
+def write_job(directory: Path, data: dict, job_keys: dict | None = None, **trainer) -> Path:
+    """A job config in `directory`: small defaults, `trainer` settings and other job keys overridden."""
     directory.mkdir(parents=True, exist_ok=True)
     job = {"trainer": {"strategy": "default", "train_steps": 40, "global_batch_size": 32,
                        "steps_per_execution": 10, "eval_every_steps": 10, "checkpoint_every_steps": 20,
@@ -45,8 +47,9 @@ def write_job(directory: Path, data: dict, name: str = "job", **trainer) -> Path
            **data,
            "checkpoint_dir": str(directory / "checkpoints"),
            "export_dir": str(directory / "export"),
-           "result_file": str(directory / f"{name}-result.json")}
-    path = directory / f"{name}.yaml"
+           "result_file": str(directory / "result.json"),
+           **(job_keys or {})}
+    path = directory / "job.yaml"
     path.write_text(yaml.safe_dump(job))
     return path
 
@@ -54,12 +57,18 @@ def write_job(directory: Path, data: dict, name: str = "job", **trainer) -> Path
 def start(job: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     full_env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CLUSTER_SPEC")}
     full_env.update(TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "trainer", "train", str(job), *args], env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # A file, not a pipe: nobody reads a pipe while the test waits, and a full one blocks the trainer.
+    log = open(job.parent / "train.log", "a")
+    proc = subprocess.Popen([sys.executable, "-m", "trainer", "train", str(job), *args], env=full_env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    proc.log_path = Path(log.name)
+    return proc
 
 
 def finish(proc: subprocess.Popen, expect: int = 0, timeout: float = 240) -> str:
-    out, _ = proc.communicate(timeout=timeout)
+    proc.wait(timeout=timeout)
+    out = proc.log_path.read_text()
     assert proc.returncode == expect, f"exit {proc.returncode}, expected {expect}:\n{out[-4000:]}"
     return out
 
@@ -75,13 +84,10 @@ def trajectory(res: dict) -> list[float]:
 @pytest.fixture(scope="module")
 def single_device_run(data, tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("default")
-    job = write_job(directory, data, profile_steps=[10, 20])
-    config = yaml.safe_load(job.read_text())
-    config["logdir"] = str(directory / "logs")
-    job.write_text(yaml.safe_dump(config))
+    job = write_job(directory, data, {"logdir": str(directory / "logs")}, profile_steps=[10, 20])
     finish(start(job, "--cpu-devices", "2"))
     res = result(job)
-    res["logdir"] = config["logdir"]
+    res["logdir"] = str(directory / "logs")
     assert res["replicas"] == 1
     losses = trajectory(res)
     assert losses[-1] < 0.5 * losses[0], f"training did not learn: {losses}"
@@ -154,11 +160,8 @@ def test_multi_worker_stops_together_resumes_agrees_and_only_chief_exports(data,
     jobs, envs = [], []
     for index in range(2):
         # Each worker names its own export dir, so a stray export would show.
-        job = write_job(tmp_path / f"worker{index}", data, strategy="multi_worker",
-                        train_steps=1000, eval_every_steps=250, checkpoint_every_steps=50)
-        config = yaml.safe_load(job.read_text())
-        config["checkpoint_dir"] = str(checkpoints)
-        job.write_text(yaml.safe_dump(config))
+        job = write_job(tmp_path / f"worker{index}", data, {"checkpoint_dir": str(checkpoints)},
+                        strategy="multi_worker", train_steps=1000, eval_every_steps=250, checkpoint_every_steps=50)
         jobs.append(job)
         envs.append({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})})
 
