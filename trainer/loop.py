@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import shutil
 import signal
 import threading
 import time
@@ -79,6 +80,11 @@ class Checkpointer:
 
     def save(self, step: int) -> str:
         return self.manager.save(checkpoint_number=step)
+
+    def close(self):
+        """Drop a non-chief's private copies: only the chief's are ever restored."""
+        if self.manager.directory != self.directory:
+            shutil.rmtree(self.manager.directory, ignore_errors=True)
 
 
 class Summaries:
@@ -299,6 +305,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
         preemption.close()
         profiler.close()
         summaries.flush()
+        ckpt.close()
     steady = (step - steady_step) * global_batch / (time.perf_counter() - steady_start) if step > steady_step else 0.0
     if preempted:
         log.warning("preempted at step %d; checkpoint saved in %s", step, checkpoint_dir)
