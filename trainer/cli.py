@@ -21,11 +21,16 @@ import shutil
 import sys
 from typing import Optional
 
+import tensorflow as tf
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
 from trainer import synthetic
 from trainer.config import Section, TrainerConfig, validate_uri
+from trainer.data import BatchSizeError, record_dataset_fn
+from trainer.loop import train
+from trainer.model import build_model
+from trainer.strategy import StrategyError, chief_or_temp_dir, is_chief, make_strategy
 
 # Exit codes: preempted is "try again" (EX_TEMPFAIL); a restart resumes.
 EXIT_OK, EXIT_BAD_CONFIG, EXIT_PREEMPTED = 0, 2, 75
@@ -83,19 +88,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
-    import tensorflow as tf
-
     if cpu_devices:
-        # Must happen before anything initialises the TF runtime.
+        # Must happen before anything initialises the TF runtime (importing TF doesn't).
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
 
-    from trainer.data import BatchSizeError, record_dataset_fn
-    from trainer.loop import train
-    from trainer.model import build_model
-    from trainer.strategy import StrategyError, chief_or_temp_dir, is_chief, make_strategy
-
     cfg = job.trainer
+
+    def model_fn():
+        return build_model(job.vocab_sizes, job.num_classes, cfg.hidden_units, cfg.l2)
+
     try:
         strategy = make_strategy(cfg.strategy, cfg.tpu)
         spec = synthetic.feature_spec()
@@ -106,9 +108,8 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
             eval_fn = record_dataset_fn(job.eval_files, spec, cfg.global_batch_size, training=False,
                                         max_batches=cfg.eval_batches,
                                         drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
-        result = train(strategy, cfg, lambda: build_model(job.vocab_sizes, job.num_classes, cfg.hidden_units,
-                                                          cfg.l2),
-                       train_fn, eval_fn, checkpoint_dir=job.checkpoint_dir, logdir=job.logdir)
+        result = train(strategy, cfg, model_fn, train_fn, eval_fn,
+                       checkpoint_dir=job.checkpoint_dir, logdir=job.logdir)
     except (StrategyError, BatchSizeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
