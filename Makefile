@@ -82,3 +82,8 @@ bench: venv
 
 clean:
 	rm -rf output
+
+# Custom training loop vs TFX penguin's model.fit, side by side (docs/trainer.md).
+.PHONY: bench-trainer
+bench-trainer: venv
+	$(PY) bench/trainer_bench.py $(ARGS)

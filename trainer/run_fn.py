@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import shutil
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -15,7 +15,7 @@ from trainer.data import record_dataset_fn
 from trainer.export import export_serving_model
 from trainer.loop import train
 from trainer.model import build_model
-from trainer.strategy import is_chief, make_strategy
+from trainer.strategy import chief_or_temp_dir, is_chief, make_strategy
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +42,17 @@ def run_fn(fn_args) -> None:
     train_fn = record_dataset_fn(fn_args.train_files, spec, cfg.global_batch_size, training=True,
                                  seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
     eval_fn = record_dataset_fn(fn_args.eval_files, spec, cfg.global_batch_size, training=False,
+                                max_batches=cfg.eval_batches,
                                 drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
-    if cfg.eval_batches:
-        eval_fn = (lambda fn: lambda ctx: fn(ctx).take(cfg.eval_batches))(eval_fn)
 
     result = train(strategy, cfg, model_fn, train_fn, eval_fn,
                    checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
                    logdir=fn_args.model_run_dir)
     if result.preempted:
         raise PreemptedError(f"preempted at step {result.step}; restart the job to resume")
-    # Saving is a collective under MultiWorkerMirroredStrategy: every worker
-    # exports, only the chief's copy lands where Pusher looks.
-    export_dir = fn_args.serving_model_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="export-")
+    # Every worker exports (a collective), only the chief's copy lands where Pusher looks.
+    export_dir = chief_or_temp_dir(strategy, fn_args.serving_model_dir, "export")
     export_serving_model(result.model, tft_output, export_dir)
+    if not is_chief(strategy):
+        shutil.rmtree(export_dir, ignore_errors=True)
     log.info("exported %s after %d steps", export_dir, result.step)

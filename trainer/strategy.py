@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 
 import tensorflow as tf
 
@@ -39,18 +40,27 @@ def _tf_config() -> dict | None:
         try:
             config = tf_config_from_vertex(os.environ["CLUSTER_SPEC"])
         except (ValueError, KeyError, TypeError) as e:
-            raise StrategyError(f"CLUSTER_SPEC set by Vertex AI does not parse: {e}") from None
+            raise StrategyError(f"CLUSTER_SPEC set by Vertex AI does not parse: {type(e).__name__}: {e}") from None
         os.environ["TF_CONFIG"] = json.dumps(config)
         return config
     if not raw:
         return None
     try:
         config = json.loads(raw)
-        if not isinstance(config, dict) or "cluster" not in config or "task" not in config:
-            raise ValueError("needs 'cluster' and 'task' keys")
-        return config
+        _check_tf_config(config)
     except ValueError as e:
         raise StrategyError(f"TF_CONFIG does not parse ({e}): {raw[:200]!r}") from None
+    return config
+
+
+def _check_tf_config(config) -> None:
+    if not isinstance(config, dict) or not isinstance(config.get("cluster"), dict) \
+            or not isinstance(config.get("task"), dict):
+        raise ValueError("needs a 'cluster' mapping and a 'task' mapping")
+    task_type, index = config["task"].get("type"), config["task"].get("index")
+    hosts = config["cluster"].get(task_type)
+    if not isinstance(hosts, list) or not isinstance(index, int) or not 0 <= index < len(hosts):
+        raise ValueError(f"task {task_type!r} index {index!r} is not in the cluster")
 
 
 def _tpu_attached() -> bool:
@@ -110,6 +120,15 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
         return True
     # Without a chief, worker 0 plays that role.
     return task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().as_dict()
+
+
+def chief_or_temp_dir(strategy: tf.distribute.Strategy, directory: str, purpose: str) -> str:
+    """`directory` on the chief; a fresh temp dir on other workers.
+
+    Saving is a collective under MultiWorkerMirroredStrategy, so every worker
+    must write, but only the chief's files may land where others read them.
+    """
+    return directory if is_chief(strategy) else tempfile.mkdtemp(prefix=f"{purpose}-worker-")
 
 
 def precision_policy(strategy: tf.distribute.Strategy, requested: str) -> str:

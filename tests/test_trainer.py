@@ -1,0 +1,254 @@
+"""The training loop under real strategies, each run in its own `python -m trainer` process.
+
+Separate processes because logical CPU devices and TF_CONFIG must be set
+before TF initialises, and because preemption is a signal to a process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainer.cli import EXIT_BAD_CONFIG, EXIT_PREEMPTED
+
+REPO = Path(__file__).resolve().parent.parent
+
+# The same global batch split over replicas or micro-batches sums the same
+# per-example gradients in a different order: float32 rounding only.
+TRAJECTORY_RTOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict:
+    from trainer import synthetic
+
+    root = tmp_path_factory.mktemp("data")
+    return {"train_files": synthetic.write_examples(str(root / "train"), 1024, shards=2, seed=0),
+            "eval_files": synthetic.write_examples(str(root / "eval"), 256, shards=2, seed=1)}
+
+
+def write_job(directory: Path, data: dict, job_keys: dict | None = None, **trainer) -> Path:
+    """A job config in `directory`: small defaults, `trainer` settings and other job keys overridden."""
+    directory.mkdir(parents=True, exist_ok=True)
+    job = {"trainer": {"strategy": "default", "train_steps": 40, "global_batch_size": 32,
+                       "steps_per_execution": 10, "eval_every_steps": 10, "checkpoint_every_steps": 20,
+                       "scale_lr_with_replicas": False, **trainer},
+           **data,
+           "checkpoint_dir": str(directory / "checkpoints"),
+           "export_dir": str(directory / "export"),
+           "result_file": str(directory / "result.json"),
+           **(job_keys or {})}
+    path = directory / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def start(job: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    full_env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CLUSTER_SPEC")}
+    full_env.update(TF_USE_LEGACY_KERAS="1", PYTHONPATH=str(REPO), TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    # A file, not a pipe: nobody reads a pipe while the test waits, and a full one blocks the trainer.
+    log = open(job.parent / "train.log", "a")
+    proc = subprocess.Popen([sys.executable, "-m", "trainer", "train", str(job), *args], env=full_env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    proc.log_path = Path(log.name)
+    return proc
+
+
+def finish(proc: subprocess.Popen, expect: int = 0, timeout: float = 240) -> str:
+    proc.wait(timeout=timeout)
+    out = proc.log_path.read_text()
+    assert proc.returncode == expect, f"exit {proc.returncode}, expected {expect}:\n{out[-4000:]}"
+    return out
+
+
+def result(job: Path) -> dict:
+    return json.loads(Path(yaml.safe_load(job.read_text())["result_file"]).read_text())
+
+
+def trajectory(res: dict) -> list[float]:
+    return [r[key] for r in res["history"] for key in ("loss", "eval_loss")]
+
+
+@pytest.fixture(scope="module")
+def single_device_run(data, tmp_path_factory) -> dict:
+    directory = tmp_path_factory.mktemp("default")
+    job = write_job(directory, data, {"logdir": str(directory / "logs")}, profile_steps=[10, 20])
+    finish(start(job, "--cpu-devices", "2"))
+    res = result(job)
+    res["logdir"] = str(directory / "logs")
+    assert res["replicas"] == 1
+    losses = trajectory(res)
+    assert losses[-1] < 0.5 * losses[0], f"training did not learn: {losses}"
+    return res
+
+
+def test_tensorboard_scalars_and_profile_window_are_written(single_device_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logdir = Path(single_device_run["logdir"])
+    events = EventAccumulator(str(logdir), size_guidance={"tensors": 0}).Reload()
+    tags = set(events.Tags()["tensors"])
+    assert {"loss", "accuracy", "learning_rate", "examples_per_second", "eval_loss", "eval_accuracy"} <= tags
+    assert [e.step for e in events.Tensors("loss")] == [10, 20, 30, 40]
+    assert list((logdir / "plugins" / "profile").glob("*/*.xplane.pb")), "no profiler trace for steps [10, 20)"
+
+
+def test_early_stopping_stops_and_stays_stopped(data, tmp_path):
+    job = write_job(tmp_path, data, train_steps=400, learning_rate=0.05, early_stopping_patience=2)
+    finish(start(job))
+    stopped = result(job)
+    eval_losses = [r["eval_loss"] for r in stopped["history"]]
+    assert stopped["stopped_early"] and stopped["step"] < 400
+    assert min(eval_losses[-2:]) >= min(eval_losses[:-2])  # two evaluations without improvement
+    finish(start(job))  # a restart (e.g. after preemption) must not train on
+    again = result(job)
+    assert again["stopped_early"] and again["initial_step"] == again["step"] == stopped["step"]
+
+
+def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, tmp_path):
+    job = write_job(tmp_path, data, strategy="mirrored")
+    finish(start(job, "--cpu-devices", "2"))
+    res = result(job)
+    assert res["replicas"] == 2
+    assert trajectory(res) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
+
+
+def test_gradient_accumulation_matches_one_big_batch(single_device_run, data, tmp_path):
+    job = write_job(tmp_path, data, gradient_accumulation_steps=4)
+    finish(start(job))
+    assert trajectory(result(job)) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
+
+
+def test_global_batch_not_multiple_of_replicas_is_named(data, tmp_path):
+    job = write_job(tmp_path, data, strategy="mirrored", global_batch_size=33)
+    out = finish(start(job, "--cpu-devices", "2"), expect=EXIT_BAD_CONFIG)
+    assert "trainer.global_batch_size=33" in out and "replica count (2)" in out
+
+
+def free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"{path.name} not written before exit/timeout"
+        time.sleep(0.02)
+
+
+def test_multi_worker_stops_together_resumes_agrees_and_only_chief_exports(data, tmp_path):
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(2)]}
+    checkpoints = tmp_path / "checkpoints"
+    jobs, envs = [], []
+    for index in range(2):
+        # Each worker names its own export dir, so a stray export would show.
+        job = write_job(tmp_path / f"worker{index}", data, {"checkpoint_dir": str(checkpoints)},
+                        strategy="multi_worker", train_steps=1000, eval_every_steps=250, checkpoint_every_steps=50)
+        jobs.append(job)
+        envs.append({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})})
+
+    procs = [start(job, env=env) for job, env in zip(jobs, envs)]
+    wait_for(checkpoints / "ckpt-50.index", procs[0])
+    procs[1].send_signal(signal.SIGTERM)  # only the non-chief hears it
+    for proc in procs:
+        finish(proc, expect=EXIT_PREEMPTED)
+    stopped = [result(j) for j in jobs]
+    assert stopped[0]["step"] == stopped[1]["step"] < 1000
+    assert (checkpoints / f"ckpt-{stopped[0]['step']}.index").is_file()
+    assert not (tmp_path / "worker0" / "export").exists()  # no export from a preempted run
+
+    for proc in [start(job, env=env) for job, env in zip(jobs, envs)]:
+        finish(proc)
+    chief, worker = (result(j) for j in jobs)
+    assert (chief["chief"], worker["chief"]) == (True, False)
+    assert chief["replicas"] == worker["replicas"] == 2
+    assert chief["initial_step"] == worker["initial_step"] == stopped[0]["step"]
+    assert chief["step"] == worker["step"] == 1000
+    assert chief["weights_sha256"] == worker["weights_sha256"]
+    assert chief["history"] == worker["history"]
+    assert (tmp_path / "worker0" / "export" / "saved_model.pb").is_file()
+    assert not (tmp_path / "worker1" / "export").exists()
+
+
+def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
+    # Long enough that the signal, sent at the first checkpoint, lands mid-run.
+    settings = dict(train_steps=2000, eval_every_steps=500, checkpoint_every_steps=50)
+    reference = write_job(tmp_path / "reference", data, **settings)
+    interrupted = write_job(tmp_path / "interrupted", data, **settings)
+    reference_proc = start(reference)
+    proc = start(interrupted)
+    wait_for(tmp_path / "interrupted" / "checkpoints" / "ckpt-50.index", proc)
+    proc.send_signal(signal.SIGTERM)
+    finish(proc, expect=EXIT_PREEMPTED)
+    stopped = result(interrupted)
+    assert stopped["preempted"] and 50 <= stopped["step"] < 2000
+    assert (tmp_path / "interrupted" / "checkpoints" / f"ckpt-{stopped['step']}.index").is_file()
+
+    finish(start(interrupted))
+    resumed = result(interrupted)
+    finish(reference_proc)
+    expected = result(reference)
+    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 2000
+    assert resumed["weights_sha256"] == expected["weights_sha256"]
+    assert resumed["history"][-1] == expected["history"][-1]
+
+
+@pytest.mark.parametrize("policy, hlo_type", [
+    ("mixed_bfloat16", r"\bbf16\["),  # what trainer.precision=auto picks on a TPU
+    ("mixed_float16", r"\bf16\["),  # on a GPU, with loss scaling
+], ids=["tpu-bfloat16", "gpu-float16"])
+def test_jit_compiles_train_step_with_precision_policy(data, tmp_path, policy, hlo_type):
+    dump = tmp_path / "xla"
+    job = write_job(tmp_path, data, jit_compile=True, precision=policy)
+    finish(start(job, env={"XLA_FLAGS": f"--xla_dump_to={dump}"}))
+    losses = trajectory(result(job))
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < 0.5 * losses[0]
+    # XLA dumped the gradient step it was given: hidden matmuls in the policy's
+    # compute type, the logits layer in float32 (3 classes).
+    modules = [p.read_text() for p in dump.glob("*gradients*before_optimizations.txt")]
+    assert modules, f"XLA compiled no gradient step: {sorted(p.name for p in dump.iterdir())[:20]}"
+    assert any(re.search(r"= " + hlo_type + r"[^\n]* dot\(", m) for m in modules)
+    assert any(re.search(r"= f32\[\d+,3\]\S* dot\(", m) for m in modules)
+
+
+def test_jit_step_refuses_an_op_xla_cannot_compile():
+    import tensorflow as tf
+    import tf_keras
+
+    from trainer.loop import make_gradient_fn
+
+    class StringRoundTrip(tf_keras.Model):
+        """A host-only op in the model, the kind that can't run on a TPU."""
+
+        def __init__(self):
+            super().__init__()
+            self.dense = tf_keras.layers.Dense(3)
+
+        def call(self, x):
+            return self.dense(tf.strings.to_number(tf.strings.as_string(x)))
+
+    model = StringRoundTrip()
+    batch = (tf.ones([4, 2]), tf.zeros([4], tf.int64))
+    model(batch[0])
+    optimizer = tf_keras.optimizers.Adam()
+    make_gradient_fn(model, optimizer, 4, jit_compile=False)((batch,))  # fine without XLA
+    with pytest.raises(tf.errors.InvalidArgumentError, match="AsString"):
+        make_gradient_fn(model, optimizer, 4, jit_compile=True)((batch,))

@@ -1,0 +1,132 @@
+"""`python -m trainer`: the training loop without TFX, on Transform-format TFRecords.
+
+For rehearsing strategies on one machine (and for the multi-process tests):
+
+    python -m trainer synthesize --out DIR --examples 2000
+    python -m trainer train JOB.yaml [--cpu-devices 2]
+
+JOB.yaml holds a `trainer:` section (trainer/config.py) plus the data and
+output locations of `JobConfig` below. The strategy comes from
+trainer.strategy exactly as in the TFX Trainer, so TF_CONFIG (or Vertex's
+CLUSTER_SPEC) makes each process one worker of a MultiWorkerMirroredStrategy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import shutil
+import sys
+from typing import Optional
+
+import tensorflow as tf
+import yaml
+from pydantic import Field, ValidationError, field_validator
+
+from trainer import synthetic
+from trainer.config import Section, TrainerConfig, validate_uri
+from trainer.data import BatchSizeError, record_dataset_fn
+from trainer.loop import train
+from trainer.model import build_model
+from trainer.strategy import StrategyError, chief_or_temp_dir, is_chief, make_strategy
+
+# Exit codes: preempted is "try again" (EX_TEMPFAIL); a restart resumes.
+EXIT_OK, EXIT_BAD_CONFIG, EXIT_PREEMPTED = 0, 2, 75
+
+
+class JobConfig(Section):
+    trainer: TrainerConfig = TrainerConfig()
+    # Globs of gzipped TFRecords in Transform's transformed_examples format.
+    train_files: str
+    eval_files: Optional[str] = None
+    vocab_sizes: dict[str, int] = synthetic.VOCAB_SIZES
+    num_classes: int = Field(synthetic.NUM_CLASSES, ge=2)
+    checkpoint_dir: str
+    # The chief writes the trained Keras model here as a SavedModel; other workers nowhere.
+    export_dir: Optional[str] = None
+    logdir: Optional[str] = None
+    # This process's outcome as JSON: steps, eval history, a digest of the final weights.
+    result_file: Optional[str] = None
+
+    @field_validator("train_files", "eval_files", "checkpoint_dir", "export_dir", "logdir", "result_file")
+    @classmethod
+    def _paths(cls, v: Optional[str], info) -> Optional[str]:
+        return None if v is None else validate_uri(v, info.field_name)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train (and resume) from a job config")
+    train.add_argument("config", help="YAML or JSON job config")
+    train.add_argument("--cpu-devices", type=int, default=0, metavar="N",
+                       help="split the CPU into N logical devices (rehearse multi-device strategies)")
+    synth = sub.add_parser("synthesize", help="write learnable synthetic data in Transform's format")
+    synth.add_argument("--out", required=True)
+    synth.add_argument("--examples", type=int, default=2000)
+    synth.add_argument("--shards", type=int, default=2)
+    synth.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    if args.command == "synthesize":
+        print(synthetic.write_examples(args.out, args.examples, shards=args.shards, seed=args.seed))
+        return EXIT_OK
+    try:
+        with open(args.config) as f:
+            job = JobConfig.model_validate(yaml.safe_load(f))
+    except (OSError, yaml.YAMLError, ValidationError) as e:
+        print(f"error: job config {args.config}: {e}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    return run_job(job, args.cpu_devices)
+
+
+def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
+    if cpu_devices:
+        # Must happen before anything initialises the TF runtime (importing TF doesn't).
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
+
+    cfg = job.trainer
+
+    def model_fn():
+        return build_model(job.vocab_sizes, job.num_classes, cfg.hidden_units, cfg.l2)
+
+    try:
+        strategy = make_strategy(cfg.strategy, cfg.tpu)
+        spec = synthetic.feature_spec()
+        train_fn = record_dataset_fn(job.train_files, spec, cfg.global_batch_size, training=True,
+                                     seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
+        eval_fn = None
+        if job.eval_files:
+            eval_fn = record_dataset_fn(job.eval_files, spec, cfg.global_batch_size, training=False,
+                                        max_batches=cfg.eval_batches,
+                                        drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
+        result = train(strategy, cfg, model_fn, train_fn, eval_fn,
+                       checkpoint_dir=job.checkpoint_dir, logdir=job.logdir)
+    except (StrategyError, BatchSizeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+
+    chief = is_chief(strategy)
+    if job.export_dir and not result.preempted:
+        target = chief_or_temp_dir(strategy, job.export_dir, "export")
+        tf.saved_model.save(result.model, target)
+        if not chief:
+            shutil.rmtree(target, ignore_errors=True)
+    if job.result_file:
+        weights = b"".join(w.numpy().tobytes() for w in result.model.weights)
+        summary = {"step": result.step, "initial_step": result.initial_step, "preempted": result.preempted,
+                   "stopped_early": result.stopped_early, "chief": chief,
+                   "replicas": strategy.num_replicas_in_sync, "history": result.history,
+                   "examples_per_second": result.examples_per_second,
+                   "weights_sha256": hashlib.sha256(weights).hexdigest()}
+        with tf.io.gfile.GFile(job.result_file, "w") as f:
+            json.dump(summary, f)
+    return EXIT_PREEMPTED if result.preempted else EXIT_OK
