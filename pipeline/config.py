@@ -80,6 +80,9 @@ class DataSection(Section):
         return None if v in (None, "") else validate_uri(v, f"data.{info.field_name}")
 
 
+LOCAL_BEAM_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+
+
 class BeamSection(Section):
     # in_memory: one process, no worker start-up; right for small data.
     # multi_processing: scales with cores for large local data.
@@ -89,7 +92,12 @@ class BeamSection(Section):
 
     @property
     def args(self) -> list[str]:
+        # Name the runner: Beam's DirectRunner first tries Prism, which downloads
+        # a binary (fails offline, costing seconds per component, and elsewhere
+        # silently runs a different runner). The FnApiRunner is what
+        # DirectRunner falls back to for batch pipelines like ours.
         return [
+            f"--runner={LOCAL_BEAM_RUNNER}",
             f"--direct_running_mode={self.direct_running_mode}",
             f"--direct_num_workers={self.direct_num_workers}",
             *self.extra_args,
