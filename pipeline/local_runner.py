@@ -33,6 +33,12 @@ def run_local(config: Config, stream: TextIO = sys.stdout) -> RunSummary:
             tfx.orchestration.LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
+            # What did run, and the data gate's anomalies if it stopped the run.
+            try:
+                stream.write(format_summary(summarize(config.pipeline.metadata_path, config.pipeline.name),
+                                            config, log_file) + "\n")
+            except LookupError:  # it failed before recording any run
+                pass
             raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}") from e
         summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
     stream.write(format_summary(summary, config, log_file) + "\n")

@@ -42,6 +42,10 @@ class RunSummary:
     validation_failures: list[str]
     pushed_path: Optional[str]
     pushed_version: Optional[str]
+    snapshot_digest: Optional[str] = None
+    snapshot_rows: Optional[int] = None
+    # Why the data gate stopped the run; empty when it passed or did not run.
+    gate_anomalies: list[str] = dataclasses.field(default_factory=list)
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -79,13 +83,34 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         blessed = validation.validation_ok
         failures = [f"{f.metric_key.name}: {f.message}" for per_slice in validation.metric_validations_per_slice
                     for f in per_slice.failures]
+    snapshot = _first(outputs.get("Snapshot", []), "DatasetSnapshot", store)
+    gate = next((c for c in components if c.name == "DataGate"), None)
+    gate_anomalies = []
+    if gate is not None and gate.state == "failed":
+        gate_anomalies = [str(a) for a in anomalies_of(_first(outputs.get("ExampleValidator", []),
+                                                            "ExampleAnomalies", store))]
     pushed = _first(outputs.get("Pusher", []), "PushedModel", store)
     pushed_ok = pushed is not None and pushed.custom_properties["pushed"].int_value == 1
     return RunSummary(
         run_id=run.name, components=components, metrics=metrics, baseline_metrics=baseline,
         blessed=blessed, validation_failures=failures,
         pushed_path=pushed.custom_properties["pushed_destination"].string_value if pushed_ok else None,
-        pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None)
+        pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None,
+        snapshot_digest=snapshot.properties["digest"].string_value if snapshot else None,
+        snapshot_rows=snapshot.properties["rows"].int_value if snapshot else None,
+        gate_anomalies=gate_anomalies)
+
+
+def anomalies_of(artifact: Optional[metadata_store_pb2.Artifact]) -> list:
+    if artifact is None:
+        return []
+    from tfx.types.standard_artifacts import ExampleAnomalies
+
+    from components.data_gate import read_anomalies
+
+    anomalies = ExampleAnomalies()
+    anomalies.set_mlmd_artifact(artifact)
+    return read_anomalies(anomalies)
 
 
 def _first(artifacts, type_name, store) -> Optional[metadata_store_pb2.Artifact]:
@@ -111,6 +136,11 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     for c in summary.components:
         lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
     lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    if summary.snapshot_digest:
+        lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
+    if summary.gate_anomalies:
+        lines.append("data gate: STOPPED the run before Transform; anomalies:")
+        lines.extend(f"  {a}" for a in summary.gate_anomalies)
     acc = summary.metrics.get(ACCURACY)
     if acc is not None:
         base = summary.baseline_metrics.get(ACCURACY)
