@@ -2,9 +2,9 @@
 
 It copies the mutable source into `<snapshots_root>/<digest>/` (or, pinned to
 a digest, checks that snapshot is intact) and emits a DatasetSnapshot artifact
-whose value is the snapshot's data directory and whose properties carry the
-digest. ExampleGen takes its input_base from that value, so it never reads the
-source itself, and MLMD links every downstream artifact to the digest.
+carrying the digest, plus the snapshot's data directory as a String.
+ExampleGen takes its input_base from that String, so it never reads the source
+itself, and MLMD links every downstream artifact to the snapshot and digest.
 
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
@@ -14,37 +14,29 @@ same way ExampleGen's own driver keys its cache.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 from tfx import types
 from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
+from tfx.dsl.io import fileio
 from tfx.proto.orchestration import driver_output_pb2
-from tfx.types import artifact, component_spec, value_artifact
+from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
 from pipeline import snapshots
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
-SNAPSHOT_KEY = "snapshot"
+SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
 
-class DatasetSnapshot(value_artifact.ValueArtifact):
-    """Value: the URI of the snapshot's data directory (what ExampleGen reads)."""
+class DatasetSnapshot(artifact.Artifact):
+    """A published snapshot; its directory holds a copy of the manifest."""
 
-    TYPE_NAME = "DatasetSnapshot"
-    PROPERTIES = {
-        "digest": artifact.Property(type=artifact.PropertyType.STRING),
-        "rows": artifact.Property(type=artifact.PropertyType.INT),
-        "source_uri": artifact.Property(type=artifact.PropertyType.STRING),
-        "snapshot_uri": artifact.Property(type=artifact.PropertyType.STRING),
-        "created": artifact.Property(type=artifact.PropertyType.STRING),
-    }
-
-    def encode(self, value: str) -> bytes:
-        return value.encode("utf-8")
-
-    def decode(self, serialized_value: bytes) -> str:
-        return serialized_value.decode("utf-8")
+    # Vertex (KFP v2) wants custom artifact types named `<namespace>.<Name>`
+    # and no typed PROPERTIES, so the digest, row count, source, location and
+    # creation time are MLMD custom properties.
+    TYPE_NAME = "penguin_tpu.DatasetSnapshot"
 
 
 class SnapshotSpec(types.ComponentSpec):
@@ -57,7 +49,12 @@ class SnapshotSpec(types.ComponentSpec):
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {}
-    OUTPUTS = {SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot)}
+    OUTPUTS = {
+        SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot),
+        # The snapshot's data dir as a plain String: the only kind of output
+        # Vertex can pass to a downstream execution property (input_base).
+        DATA_URI_KEY: component_spec.ChannelParameter(type=standard_artifacts.String),
+    }
     TYPE_ANNOTATION = Process
 
 
@@ -83,12 +80,14 @@ class SnapshotExecutor(base_executor.BaseExecutor):
                 f"snapshot {manifest.digest} of {manifest.source_uri} has malformed CSV; ExampleGen cannot read it:\n"
                 + "\n".join(f"  {p}" for p in problems))
         out = output_dict[SNAPSHOT_KEY][0]
-        out.digest = manifest.digest
-        out.rows = manifest.rows
-        out.source_uri = manifest.source_uri
-        out.snapshot_uri = manifest.uri
-        out.created = manifest.created
-        out.value = manifest.data_uri
+        out.set_string_custom_property("digest", manifest.digest)
+        out.set_int_custom_property("rows", manifest.rows)
+        out.set_string_custom_property("source_uri", manifest.source_uri)
+        out.set_string_custom_property("snapshot_uri", manifest.uri)
+        out.set_string_custom_property("created", manifest.created)
+        with fileio.open(os.path.join(out.uri, snapshots.MANIFEST), "w") as f:
+            f.write(manifest.to_json())
+        output_dict[DATA_URI_KEY][0].value = manifest.data_uri
 
 
 class Snapshot(base_component.BaseComponent):
@@ -99,4 +98,4 @@ class Snapshot(base_component.BaseComponent):
     def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
-            snapshot=types.Channel(type=DatasetSnapshot)))
+            snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

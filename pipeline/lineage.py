@@ -18,6 +18,7 @@ from typing import Optional
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.snapshot import SNAPSHOT_KEY
 from pipeline.config import REPO_ROOT, Config
 from pipeline.summary import anomalies_of, open_store
 
@@ -63,7 +64,7 @@ class Lineage:
 
     @property
     def digest(self) -> Optional[str]:
-        return self.snapshot.properties["digest"].string_value if self.snapshot else None
+        return self.snapshot.custom_properties["digest"].string_value if self.snapshot else None
 
 
 class _Graph:
@@ -148,7 +149,9 @@ def trace(store: metadata_store.MetadataStore, model: Artifact, push: Optional[A
     examples = _one(transform_in, "examples", "raw examples")
     schema = _one(transform_in, "schema", "schema")
     example_gen_in = graph.inputs(graph.producer(examples))
-    snapshots = [a for arts in example_gen_in.values() for a in arts if graph.type_of(a) == "DatasetSnapshot"]
+    # ExampleGen read the snapshot's data dir (a String made by the Snapshot step).
+    snapshots = [s for arts in example_gen_in.values() for a in arts if graph.type_of(a) == "String"
+                 for s in graph.outputs(graph.producer(a)).get(SNAPSHOT_KEY, [])]
     statistics = graph.produced_from(examples, "examples", "statistics")
     anomalies = [a for s in statistics for a in graph.produced_from(s, "statistics", "anomalies")]
     config = json.loads(_prop(trainer, "custom_config") or "{}")
@@ -177,7 +180,7 @@ def format_lineage(lin: Lineage) -> str:
 
     lines = []
     if lin.snapshot is not None:
-        p = lin.snapshot.properties
+        p = lin.snapshot.custom_properties
         lines.append(row("snapshot", lin.snapshot,
                          f"digest {lin.digest}  rows {p['rows'].int_value}  created {p['created'].string_value}\n"
                          f"{'':<13}stored at {p['snapshot_uri'].string_value}\n"

@@ -9,7 +9,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data_gate import DataGate
-from components.snapshot import SNAPSHOT_KEY, Snapshot
+from components.snapshot import DATA_URI_KEY, Snapshot
 from pipeline.config import Config, resolve
 from pipeline.lineage import CODE_VERSION_KEY, code_version
 from trainer import features
@@ -28,7 +28,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
     example_gen = tfx.components.CsvExampleGen(
-        input_base=snapshot.outputs[SNAPSHOT_KEY].future()[0].value,
+        input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
         output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
             tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
             tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))

@@ -155,12 +155,16 @@ class LocalStorage:
 class GcsStorage:
     def __init__(self, uri: str, client=None):
         from google.cloud import storage
+        from google.cloud.storage.retry import DEFAULT_RETRY
 
         self.uri = uri.rstrip("/")
         bucket, _, prefix = self.uri[len("gs://"):].partition("/")
         self.client = client or storage.Client()
         self.bucket = self.client.bucket(bucket)
         self.prefix = f"{prefix}/" if prefix else ""
+        # Writes go to names unique to this attempt and copies are repeatable,
+        # so retrying them is safe (the client does not retry uploads unless told to).
+        self.retry = DEFAULT_RETRY
 
     def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
         full = self.prefix + (prefix.rstrip("/") + "/" if prefix else "")
@@ -171,7 +175,7 @@ class GcsStorage:
         return self.bucket.blob(self.prefix + path).open("rb")
 
     def write(self, path: str, chunks: Iterator[bytes]) -> None:
-        with self.bucket.blob(self.prefix + path).open("wb") as f:
+        with self.bucket.blob(self.prefix + path).open("wb", retry=self.retry) as f:
             for chunk in chunks:
                 f.write(chunk)
 
@@ -184,12 +188,12 @@ class GcsStorage:
         names = sorted(self.list(tmp), key=lambda n: n == f"{tmp}/{last}")
         for name in names:
             self.bucket.copy_blob(self.bucket.blob(self.prefix + name), self.bucket,
-                                  self.prefix + final + name[len(tmp):])
+                                  self.prefix + final + name[len(tmp):], retry=self.retry)
         self.delete(tmp)
 
     def delete(self, prefix: str) -> None:
         for name in self.list(prefix):
-            self.bucket.blob(self.prefix + name).delete()
+            self.bucket.blob(self.prefix + name).delete(retry=self.retry)
 
 
 def storage_for(uri: str, gcs_client=None) -> Storage:

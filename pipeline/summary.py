@@ -10,6 +10,7 @@ import tensorflow_model_analysis as tfma
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.snapshot import DatasetSnapshot
 from pipeline.config import Config
 
 ACCURACY = "sparse_categorical_accuracy"
@@ -83,7 +84,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         blessed = validation.validation_ok
         failures = [f"{f.metric_key.name}: {f.message}" for per_slice in validation.metric_validations_per_slice
                     for f in per_slice.failures]
-    snapshot = _first(outputs.get("Snapshot", []), "DatasetSnapshot", store)
+    snapshot = _first(outputs.get("Snapshot", []), DatasetSnapshot.TYPE_NAME, store)
     gate = next((c for c in components if c.name == "DataGate"), None)
     gate_anomalies = []
     if gate is not None and gate.state == "failed":
@@ -96,8 +97,8 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         blessed=blessed, validation_failures=failures,
         pushed_path=pushed.custom_properties["pushed_destination"].string_value if pushed_ok else None,
         pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None,
-        snapshot_digest=snapshot.properties["digest"].string_value if snapshot else None,
-        snapshot_rows=snapshot.properties["rows"].int_value if snapshot else None,
+        snapshot_digest=snapshot.custom_properties["digest"].string_value if snapshot else None,
+        snapshot_rows=snapshot.custom_properties["rows"].int_value if snapshot else None,
         gate_anomalies=gate_anomalies)
 
 
