@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TextIO
+from typing import Optional, TextIO
 
 from tfx import v1 as tfx
 
@@ -19,7 +19,9 @@ class PipelineFailed(RuntimeError):
     """A component raised; the message names it and the log file has the details."""
 
 
-def run_local(config: Config, stream: TextIO = sys.stdout) -> RunSummary:
+def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
+    # Looked up per call, not bound at import: redirected stdout (tests, wrappers) must be honoured.
+    stream = stream or sys.stdout
     if config.pipeline.root_uri.startswith("gs://"):
         raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
     os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
