@@ -264,7 +264,13 @@ def create(source_uri: str, root: str, gcs_client=None) -> Manifest:
         existing = _read_manifest(dst, digest)
         if existing is not None:
             return existing
-        dst.publish(tmp, digest, MANIFEST)
+        try:
+            dst.publish(tmp, digest, MANIFEST)
+        except OSError:  # lost the race to publish the same digest (rename onto a non-empty dir)
+            existing = _read_manifest(dst, digest)
+            if existing is None:
+                raise
+            return existing
     finally:
         dst.delete(tmp)
     return manifest
