@@ -68,13 +68,13 @@ def test_bad_input_stops_before_transform(case, safety_run, tmp_path):
             check(found, frozenset({"SCHEMA_NEW_COLUMN"}))
 
 
-def test_cli_exits_nonzero_listing_the_anomalies(safety_run, tmp_path, capfd):
+def test_cli_exits_nonzero_listing_the_anomalies(safety_run, tmp_path, capsys):
     """Unseen category in `island`, through the `python -m pipeline run` entry point."""
     before = tree_hashes(_serving(safety_run))
     source = write_case("unseen_island", tmp_path / "unseen_island")
     args = [a for o in safety_run.overrides(f"data.input_dir={source}") for a in ("--set", o)]
     assert main(["run", "--config", CONFIG, *args]) == EXIT_FAILED
-    out, err = capfd.readouterr()
+    out, err = capsys.readouterr()
     assert "error: DataGate failed: DataAnomaliesError" in err
     assert "feature island: ENUM_TYPE_UNEXPECTED_STRING_VALUES" in err and "Atlantis" in err
     assert "data gate: STOPPED the run" in out and "pushed: nothing" in out
