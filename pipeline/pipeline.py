@@ -10,6 +10,7 @@ from tfx import v1 as tfx
 
 from components.data_gate import DataGate
 from components.snapshot import DATA_URI_KEY, Snapshot
+from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.lineage import CODE_VERSION_KEY, code_version
 from trainer import features
@@ -44,9 +45,10 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
                          tolerated_anomalies=",".join(config.data_gate.tolerated_anomalies))
 
-    transform = tfx.components.Transform(
+    # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
+    transform = DeterministicTransform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN)
+        preprocessing_fn=PREPROCESSING_FN).with_id("Transform")
     transform.add_upstream_node(data_gate)
 
     trainer = tfx.components.Trainer(

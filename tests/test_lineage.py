@@ -24,13 +24,17 @@ def _expected_digest() -> str:
 
 def test_snapshot_digest_is_in_mlmd_and_examplegen_read_the_snapshot(safety_run):
     store = open_store(safety_run.config.pipeline.metadata_path)
-    [snapshot] = store.get_artifacts_by_type(DatasetSnapshot.TYPE_NAME)
+    # Other tests add runs to the same store: look at this run's executions only.
+    [example_gen] = store.get_executions_by_id([safety_run.summary.component("CsvExampleGen").execution_id])
+    snapshot_run = safety_run.summary.component("Snapshot").execution_id
+    [snapshot] = [a for e in store.get_events_by_execution_ids([snapshot_run]) if e.type == e.OUTPUT
+                  for a in store.get_artifacts_by_id([e.artifact_id])
+                  if a.type_id == store.get_artifact_type(DatasetSnapshot.TYPE_NAME).id]
     digest = snapshot.custom_properties["digest"].string_value
     assert digest == _expected_digest() == safety_run.summary.snapshot_digest
     assert snapshot.custom_properties["rows"].int_value == 344
     assert f"data snapshot: {digest} (344 rows)" in safety_run.output
     data_dir = f"{safety_run.config.snapshots_root}/{digest}/data"
-    [example_gen] = [e for e in store.get_executions() if e.custom_properties["input_base"].string_value]
     assert example_gen.custom_properties["input_base"].string_value == data_dir
     assert (Path(data_dir) / "penguins.csv").read_bytes() == PENGUINS.read_bytes()
 
