@@ -21,12 +21,28 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+
     run = sub.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
-    _add_config_args(run)
-    _add_vertex_commands(sub)
+    run.add_argument("--snapshot", metavar="DIGEST",
+                     help="train on this published dataset snapshot (a digest or unique prefix)")
+    run.set_defaults(func=cmd_run)
+
     report = sub.add_parser("report", help="(re)write a run's report.html and print its path")
     report.add_argument("run", nargs="?", default=None, help="run id (default: the latest run)")
-    _add_config_args(report)
+    report.set_defaults(func=cmd_report)
+
+    snaps = sub.add_parser("snapshots", help="dataset snapshots")
+    snaps.add_argument("action", choices=["list"])
+    snaps.set_defaults(func=cmd_snapshots)
+
+    lineage = sub.add_parser("lineage", help="which snapshot, data checks, config and code made a model")
+    lineage.add_argument("model", metavar="VERSION_OR_MODEL_ID",
+                         help="a pushed version (directory name under the serving dir) or a Model artifact id")
+    lineage.set_defaults(func=cmd_lineage)
+
+    for p in (run, report, snaps, lineage):
+        _add_config_args(p)
+    _add_vertex_commands(sub)
     return parser
 
 
@@ -47,7 +63,8 @@ def _add_vertex_commands(sub) -> None:
     submit.add_argument("--job-id", help="default: <pipeline name>-<timestamp>")
     submit.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
                         help="override pipeline.enable_cache for this run")
-    for p in (compile_, submit, schedule):
+    for p, name in ((compile_, "compile"), (submit, "submit"), (schedule, "schedule")):
+        p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
         _add_config_args(p)
         p.set_defaults(config="configs/vertex.yaml")
         p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
@@ -63,7 +80,7 @@ def _vertex_command(name: str):
             "schedule": schedules.cmd_schedule}[name]
 
 
-def cmd_run(config) -> int:
+def cmd_run(config, args) -> int:
     from pipeline.local_runner import PipelineFailed, run_local
 
     try:
@@ -74,26 +91,53 @@ def cmd_run(config) -> int:
     return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
 
 
-def cmd_report(config, run_id) -> int:
+def cmd_report(config, args) -> int:
     from pipeline.report import write_report
 
     try:
-        print(write_report(config, run_id))
+        print(write_report(config, args.run))
     except (LookupError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 
 
+def cmd_snapshots(config, args) -> int:
+    from pipeline.snapshots import format_list, list_snapshots
+
+    print(format_list(list_snapshots(config.snapshots_root)))
+    return EXIT_OK
+
+
+def cmd_lineage(config, args) -> int:
+    from pipeline.lineage import LineageError, cmd_lineage
+
+    try:
+        print(cmd_lineage(config, args.model))
+    except LineageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _pin_snapshot(args) -> list[str]:
+    """--snapshot <prefix> becomes --set snapshot.digest=<full digest>."""
+    if not getattr(args, "snapshot", None):
+        return args.set
+    from pipeline.snapshots import SnapshotError, resolve_digest
+
+    root = load_config(args.config, args.set).snapshots_root
+    try:
+        return [*args.set, f"snapshot.digest={resolve_digest(root, args.snapshot)}"]
+    except SnapshotError as e:
+        raise ConfigError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        config = load_config(args.config, args.set)
+        config = load_config(args.config, _pin_snapshot(args))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    if args.command in ("compile", "submit", "schedule"):
-        return _vertex_command(args.command)(config, args)
-    if args.command == "report":
-        return cmd_report(config, args.run)
-    return {"run": cmd_run}[args.command](config)
+    return args.func(config, args)

@@ -274,6 +274,46 @@ class DataflowSection(Section):
         return _check(_SUBNET_RE, v, "subnetwork (regions/REGION/subnetworks/NAME)")
 
 
+class SnapshotSection(Section):
+    # Where content-addressed snapshots of data.input_dir are kept (local or
+    # gs://); empty: <pipeline.root>/snapshots.
+    root: Optional[str] = None
+    # Pin a run to a published snapshot instead of snapshotting data.input_dir
+    # (`run --snapshot <digest>`).
+    digest: Optional[str] = None
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, v: Optional[str]) -> Optional[str]:
+        return None if v in (None, "") else validate_uri(v, "snapshot.root")
+
+    @field_validator("digest")
+    @classmethod
+    def _digest(cls, v: Optional[str]) -> Optional[str]:
+        if v in (None, ""):
+            return None
+        if not re.fullmatch(r"[0-9a-f]{64}", v):
+            raise ValueError("must be a full snapshot digest: 64 lower-case hex characters")
+        return v
+
+
+class DataGateSection(Section):
+    # ExampleValidator anomaly kinds (tensorflow_metadata AnomalyInfo.Type
+    # names, e.g. SCHEMA_NEW_COLUMN) that do not stop the run.
+    tolerated_anomalies: list[str] = []
+
+    @field_validator("tolerated_anomalies")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+        unknown = sorted(set(v) - set(anomalies_pb2.AnomalyInfo.Type.keys()))
+        if unknown:
+            raise ValueError(f"unknown anomaly kinds {unknown}; expected names of "
+                             "tensorflow_metadata AnomalyInfo.Type such as SCHEMA_NEW_COLUMN")
+        return v
+
+
 class Config(Section):
     pipeline: PipelineSection = PipelineSection()
     data: DataSection = DataSection()
@@ -283,6 +323,12 @@ class Config(Section):
     # Present only when the pipeline targets Vertex AI (configs/vertex.yaml).
     vertex: Optional[VertexSection] = None
     dataflow: Optional[DataflowSection] = None
+    snapshot: SnapshotSection = SnapshotSection()
+    data_gate: DataGateSection = DataGateSection()
+
+    @property
+    def snapshots_root(self) -> str:
+        return resolve(self.snapshot.root) if self.snapshot.root else join(self.pipeline.root_uri, "snapshots")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "Config":

@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 import time
-from typing import TextIO
+from typing import Optional, TextIO
 
 from tfx import v1 as tfx
 
@@ -21,7 +21,9 @@ class PipelineFailed(RuntimeError):
     """A component raised; the message names it and the log file has the details."""
 
 
-def run_local(config: Config, stream: TextIO = sys.stdout) -> RunSummary:
+def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
+    # Looked up per call, not bound at import: redirected stdout (tests, wrappers) must be honoured.
+    stream = stream or sys.stdout
     if config.pipeline.root_uri.startswith("gs://"):
         raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
     os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
@@ -35,6 +37,12 @@ def run_local(config: Config, stream: TextIO = sys.stdout) -> RunSummary:
             tfx.orchestration.LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
+            # What did run, and the data gate's anomalies if it stopped the run.
+            try:
+                stream.write(format_summary(summarize(config.pipeline.metadata_path, config.pipeline.name),
+                                            config, log_file) + "\n")
+            except LookupError:  # it failed before recording any run
+                pass
             report = _report(config, None)
             raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}"
                                  f"\nreport: {report}") from e

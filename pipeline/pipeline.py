@@ -8,7 +8,11 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+from components.data_gate import DataGate
+from components.snapshot import DATA_URI_KEY, Snapshot
+from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
+from pipeline.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
@@ -20,8 +24,12 @@ RUN_FN = "trainer.run_fn.run_fn"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+    snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
+                        digest=config.snapshot.digest)
+    # The snapshot's data dir, known only at run time; reading it makes the
+    # snapshot an input of ExampleGen in MLMD.
     example_gen = tfx.components.CsvExampleGen(
-        input_base=resolve(config.data.input_dir),
+        input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
         output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
             tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
             tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
@@ -34,13 +42,17 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
             statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
+                         tolerated_anomalies=",".join(config.data_gate.tolerated_anomalies))
 
-    transform = tfx.components.Transform(
+    # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
+    transform = DeterministicTransform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
         # StatisticsGen already describes the raw data; skipping Transform's own
         # pre/post-transform statistics saves a full pass over the data.
-        disable_statistics=True)
+        disable_statistics=True).with_id("Transform")
+    transform.add_upstream_node(data_gate)
 
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
     trainer = trainer_class(config)(
@@ -52,7 +64,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         # train_args only need to agree for its bookkeeping.
         train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=None),
-        custom_config=trainer_custom_config(config))
+        custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
 
     baseline_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
@@ -76,7 +88,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
-        components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
+        components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform,
                     trainer, baseline_resolver, evaluator, pusher],
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(

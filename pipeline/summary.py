@@ -13,6 +13,7 @@ from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from components.snapshot import DatasetSnapshot
 from pipeline.config import Config
 
 ACCURACY = "sparse_categorical_accuracy"
@@ -52,6 +53,10 @@ class RunSummary:
     thresholds: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     # Component -> ids of the artifacts it read: lineage within the run.
     inputs: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    snapshot_digest: Optional[str] = None
+    snapshot_rows: Optional[int] = None
+    # Why the data gate stopped the run; empty when it passed or did not run.
+    gate_anomalies: list[str] = dataclasses.field(default_factory=list)
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -103,6 +108,12 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         blessed = validation.validation_ok
         failures = [f"{f.metric_key.name}: {f.message}" for per_slice in validation.metric_validations_per_slice
                     for f in per_slice.failures]
+    snapshot = _first(outputs.get("Snapshot", []), DatasetSnapshot.TYPE_NAME, store)
+    gate = next((c for c in components if c.name == "DataGate"), None)
+    gate_anomalies = []
+    if gate is not None and gate.state == "failed":
+        gate_anomalies = [str(a) for a in anomalies_of(_first(outputs.get("ExampleValidator", []),
+                                                            "ExampleAnomalies", store))]
     pushed = _first(outputs.get("Pusher", []), "PushedModel", store)
     pushed_ok = pushed is not None and pushed.custom_properties["pushed"].int_value == 1
     return RunSummary(
@@ -111,7 +122,10 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         pushed_path=pushed.custom_properties["pushed_destination"].string_value if pushed_ok else None,
         pushed_version=pushed.custom_properties["pushed_version"].string_value if pushed_ok else None,
         outputs={name: [_artifact_info(a, store) for a in arts] for name, arts in outputs.items()},
-        thresholds=thresholds, inputs=inputs)
+        thresholds=thresholds, inputs=inputs,
+        snapshot_digest=snapshot.custom_properties["digest"].string_value if snapshot else None,
+        snapshot_rows=snapshot.custom_properties["rows"].int_value if snapshot else None,
+        gate_anomalies=gate_anomalies)
 
 
 def _thresholds(execution: metadata_store_pb2.Execution) -> dict[str, dict[str, float]]:
@@ -146,6 +160,18 @@ def _artifact_info(artifact: metadata_store_pb2.Artifact, store) -> ArtifactInfo
                         {k: getattr(v, v.WhichOneof("value")) for k, v in props.items() if v.WhichOneof("value")})
 
 
+def anomalies_of(artifact: Optional[metadata_store_pb2.Artifact]) -> list:
+    if artifact is None:
+        return []
+    from tfx.types.standard_artifacts import ExampleAnomalies
+
+    from components.data_gate import read_anomalies
+
+    anomalies = ExampleAnomalies()
+    anomalies.set_mlmd_artifact(artifact)
+    return read_anomalies(anomalies)
+
+
 def _first(artifacts, type_name, store) -> Optional[metadata_store_pb2.Artifact]:
     type_ids = {t.id for t in store.get_artifact_types() if t.name == type_name}
     return next((a for a in artifacts if a.type_id in type_ids), None)
@@ -169,6 +195,11 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     for c in summary.components:
         lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
     lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    if summary.snapshot_digest:
+        lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
+    if summary.gate_anomalies:
+        lines.append("data gate: STOPPED the run before Transform; anomalies:")
+        lines.extend(f"  {a}" for a in summary.gate_anomalies)
     acc = summary.metrics.get(ACCURACY)
     if acc is not None:
         base = summary.baseline_metrics.get(ACCURACY)

@@ -1,24 +1,33 @@
+"""Shared fixtures: real pipeline runs are slow, so tests share them."""
+
+from __future__ import annotations
+
 import os
 
 # Must be set before anything imports TensorFlow (TFX 1.16 needs Keras 2).
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import dataclasses  # noqa: E402
+import hashlib  # noqa: E402
 import io  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
 from pipeline.config import Config, load_config  # noqa: E402
 
+CONFIG = "configs/local.yaml"
+
 
 def local_config(root, *overrides: str) -> Config:
-    """The shipped local config, writing everything under `root`, with a short training budget."""
-    return load_config("configs/local.yaml", [f"pipeline.root={root}", *overrides])
+    """The shipped local config, writing everything under `root`."""
+    return load_config(CONFIG, [f"pipeline.root={root}", *overrides])
 
 
 @pytest.fixture(scope="session")
 def pipeline_run(tmp_path_factory):
-    """One real LocalDagRunner run on the bundled data, shared by the e2e tests."""
+    """One real LocalDagRunner run on the bundled data, shared by the e2e and report tests."""
     from pipeline.local_runner import run_local
 
     root = tmp_path_factory.mktemp("pipeline")
@@ -26,3 +35,34 @@ def pipeline_run(tmp_path_factory):
     out = io.StringIO()
     summary = run_local(config, stream=out)
     return config, summary, out.getvalue()
+
+
+@dataclasses.dataclass
+class SafetyRun:
+    root: Path
+    config: Config
+    summary: object
+    output: str
+
+    def overrides(self, *extra: str) -> list[str]:
+        return [f"pipeline.root={self.root}", "trainer.train_steps=200", *extra]
+
+
+def tree_hashes(directory: Path) -> dict[str, str]:
+    """sha256 of every file under directory, by relative path."""
+    return {p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def safety_run(tmp_path_factory) -> SafetyRun:
+    """A run of its own (caching off) that pushes the model the gate tests must protect;
+    kept apart from pipeline_run so bad-input runs never become another test's 'latest run'."""
+    from pipeline.local_runner import run_local
+
+    root = tmp_path_factory.mktemp("safety")
+    config = local_config(root, "trainer.train_steps=200", "pipeline.enable_cache=false")
+    out = io.StringIO()
+    summary = run_local(config, out)
+    assert summary.pushed_path, out.getvalue()
+    return SafetyRun(root, config, summary, out.getvalue())

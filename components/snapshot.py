@@ -1,0 +1,101 @@
+"""DatasetSnapshot: the first step of the DAG, freezing the raw input by content.
+
+It copies the mutable source into `<snapshots_root>/<digest>/` (or, pinned to
+a digest, checks that snapshot is intact) and emits a DatasetSnapshot artifact
+carrying the digest, plus the snapshot's data directory as a String.
+ExampleGen takes its input_base from that String, so it never reads the source
+itself, and MLMD links every downstream artifact to the snapshot and digest.
+
+Caching: a cached snapshot must not outlive a change of the source. The driver
+runs before TFX's cache lookup and adds a cheap fingerprint of the source
+(names, sizes, mtimes or GCS generations) to the execution properties, the
+same way ExampleGen's own driver keys its cache.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from tfx import types
+from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
+from tfx.dsl.io import fileio
+from tfx.proto.orchestration import driver_output_pb2
+from tfx.types import artifact, component_spec, standard_artifacts
+from tfx.types.system_executions import Process
+
+from pipeline import snapshots
+
+SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
+SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
+
+
+class DatasetSnapshot(artifact.Artifact):
+    """A published snapshot; its directory holds a copy of the manifest."""
+
+    # Vertex (KFP v2) wants custom artifact types named `<namespace>.<Name>`
+    # and no typed PROPERTIES, so the digest, row count, source, location and
+    # creation time are MLMD custom properties.
+    TYPE_NAME = "penguin_tpu.DatasetSnapshot"
+
+
+class SnapshotSpec(types.ComponentSpec):
+    PARAMETERS = {
+        SOURCE_URI: component_spec.ExecutionParameter(type=str),
+        SNAPSHOTS_ROOT: component_spec.ExecutionParameter(type=str),
+        # Pinned: reuse this published snapshot instead of reading the source.
+        DIGEST: component_spec.ExecutionParameter(type=str, optional=True),
+        # Set by the driver at run time; part of the cache key.
+        FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {}
+    OUTPUTS = {
+        SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot),
+        # The snapshot's data dir as a plain String: the only kind of output
+        # Vertex can pass to a downstream execution property (input_base).
+        DATA_URI_KEY: component_spec.ChannelParameter(type=standard_artifacts.String),
+    }
+    TYPE_ANNOTATION = Process
+
+
+class SnapshotDriver(base_driver.BaseDriver):
+    def run(self, execution_info) -> driver_output_pb2.DriverOutput:
+        props = execution_info.exec_properties
+        result = driver_output_pb2.DriverOutput()
+        result.exec_properties[FINGERPRINT].string_value = (
+            f"pinned:{props[DIGEST]}" if props.get(DIGEST) else snapshots.fingerprint(props[SOURCE_URI]))
+        return result
+
+
+class SnapshotExecutor(base_executor.BaseExecutor):
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
+        root = exec_properties[SNAPSHOTS_ROOT]
+        pinned: Optional[str] = exec_properties.get(DIGEST) or None
+        manifest = (snapshots.get(root, pinned) if pinned
+                    else snapshots.create(exec_properties[SOURCE_URI], root))
+        problems = snapshots.csv_problems(manifest)
+        if problems:
+            raise snapshots.SnapshotError(
+                f"snapshot {manifest.digest} of {manifest.source_uri} has malformed CSV; ExampleGen cannot read it:\n"
+                + "\n".join(f"  {p}" for p in problems))
+        out = output_dict[SNAPSHOT_KEY][0]
+        out.set_string_custom_property("digest", manifest.digest)
+        out.set_int_custom_property("rows", manifest.rows)
+        out.set_string_custom_property("source_uri", manifest.source_uri)
+        out.set_string_custom_property("snapshot_uri", manifest.uri)
+        out.set_string_custom_property("created", manifest.created)
+        with fileio.open(os.path.join(out.uri, snapshots.MANIFEST), "w") as f:
+            f.write(manifest.to_json())
+        output_dict[DATA_URI_KEY][0].value = manifest.data_uri
+
+
+class Snapshot(base_component.BaseComponent):
+    SPEC_CLASS = SnapshotSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(SnapshotExecutor)
+    DRIVER_CLASS = SnapshotDriver
+
+    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None):
+        super().__init__(SnapshotSpec(
+            source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
+            snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

@@ -1,0 +1,368 @@
+"""Content-addressed, immutable dataset snapshots on local disk or GCS.
+
+A snapshot of a source directory (local path or gs:// prefix) lives at
+`<root>/<digest>/`: the files under `data/` and, written last, `manifest.json`
+(each file's path, size and sha256, CSV row count, source, creation time, the
+digest). A directory without a manifest is not a snapshot: readers ignore it.
+
+The digest is the sha256 of the `sha256sum`-style listing of the files
+("<sha256>  <relative path>\\n" per file, sorted by path), so it depends on the
+bytes and names of the files only: the same data snapshotted twice, from
+anywhere, gets the same digest and is stored once.
+
+Publishing is crash-safe: files are copied to `<root>/.tmp-<digest>-<nonce>/`,
+hashed again where they landed, and only then moved into place with the
+manifest last (a rename on local disk; on GCS, where there is no rename, the
+data objects are copied first and the manifest object written last).
+TF's gs:// filesystem cannot be pointed at a test emulator, so GCS goes
+through google-cloud-storage here.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from pathlib import Path
+from typing import BinaryIO, Iterator, Optional, Protocol
+
+MANIFEST = "manifest.json"
+DATA_DIR = "data"
+DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+_TMP_PREFIX = ".tmp-"
+_CHUNK = 1 << 20
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot cannot be made or used; the message names the file or digest."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FileEntry:
+    path: str      # relative to the source / the snapshot's data dir, '/'-separated
+    size: int
+    sha256: str
+    rows: int      # data rows of a CSV file (header excluded); 0 for other files
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    digest: str
+    source_uri: str
+    created: str   # UTC, ISO 8601
+    files: tuple[FileEntry, ...]
+    uri: str       # the snapshot directory
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self.files)
+
+    @property
+    def data_uri(self) -> str:
+        return f"{self.uri}/{DATA_DIR}"
+
+    def to_json(self) -> str:
+        body = {"digest": self.digest, "source_uri": self.source_uri, "created": self.created,
+                "rows": self.rows, "files": [dataclasses.asdict(f) for f in self.files]}
+        return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, uri: str) -> "Manifest":
+        body = json.loads(text)
+        return cls(digest=body["digest"], source_uri=body["source_uri"], created=body["created"],
+                   files=tuple(FileEntry(**f) for f in body["files"]), uri=uri)
+
+
+def content_digest(files: list[FileEntry]) -> str:
+    listing = "".join(f"{f.sha256}  {f.path}\n" for f in sorted(files, key=lambda f: f.path))
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- storage
+
+
+class Storage(Protocol):
+    """The few operations snapshots need, on paths relative to one base URI."""
+
+    uri: str
+
+    def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
+        """{relative path: (size, change token)} of every file under prefix."""
+
+    def open_read(self, path: str) -> BinaryIO: ...
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def publish(self, tmp: str, final: str, last: str) -> None:
+        """Make tmp/* visible as final/*, with final/<last> appearing last."""
+
+    def delete(self, prefix: str) -> None: ...
+
+
+class LocalStorage:
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/") or "/"
+        self.base = Path(uri)
+
+    def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
+        top = self.base / prefix
+        out = {}
+        if top.is_dir():
+            for p in sorted(top.rglob("*")):
+                if p.is_file():
+                    st = p.stat()
+                    out[p.relative_to(self.base).as_posix()] = (st.st_size, str(st.st_mtime_ns))
+        return out
+
+    def open_read(self, path: str) -> BinaryIO:
+        return open(self.base / path, "rb")
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None:
+        target = self.base / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def exists(self, path: str) -> bool:
+        return (self.base / path).exists()
+
+    def publish(self, tmp: str, final: str, last: str) -> None:
+        # The manifest is already inside tmp: one rename makes the whole
+        # snapshot appear at once, complete.
+        dir_fd = os.open(self.base, os.O_RDONLY)
+        try:
+            os.rename(self.base / tmp, self.base / final)
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def delete(self, prefix: str) -> None:
+        shutil.rmtree(self.base / prefix, ignore_errors=True)
+
+
+class GcsStorage:
+    def __init__(self, uri: str, client=None):
+        from google.cloud import storage
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        self.uri = uri.rstrip("/")
+        bucket, _, prefix = self.uri[len("gs://"):].partition("/")
+        self.client = client or storage.Client()
+        self.bucket = self.client.bucket(bucket)
+        self.prefix = f"{prefix}/" if prefix else ""
+        # Writes go to names unique to this attempt and copies are repeatable,
+        # so retrying them is safe (the client does not retry uploads unless told to).
+        self.retry = DEFAULT_RETRY
+
+    def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
+        full = self.prefix + (prefix.rstrip("/") + "/" if prefix else "")
+        return {b.name[len(self.prefix):]: (b.size, f"{b.generation}:{b.crc32c}")
+                for b in self.client.list_blobs(self.bucket, prefix=full) if not b.name.endswith("/")}
+
+    def open_read(self, path: str) -> BinaryIO:
+        return self.bucket.blob(self.prefix + path).open("rb")
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None:
+        with self.bucket.blob(self.prefix + path).open("wb", retry=self.retry) as f:
+            for chunk in chunks:
+                f.write(chunk)
+
+    def exists(self, path: str) -> bool:
+        return self.bucket.blob(self.prefix + path).exists()
+
+    def publish(self, tmp: str, final: str, last: str) -> None:
+        # No rename on GCS: server-side copies, the manifest strictly last, so
+        # a crash in between leaves data objects without a manifest (ignored).
+        names = sorted(self.list(tmp), key=lambda n: n == f"{tmp}/{last}")
+        for name in names:
+            self.bucket.copy_blob(self.bucket.blob(self.prefix + name), self.bucket,
+                                  self.prefix + final + name[len(tmp):], retry=self.retry)
+        self.delete(tmp)
+
+    def delete(self, prefix: str) -> None:
+        for name in self.list(prefix):
+            self.bucket.blob(self.prefix + name).delete(retry=self.retry)
+
+
+def storage_for(uri: str, gcs_client=None) -> Storage:
+    return GcsStorage(uri, gcs_client) if uri.startswith("gs://") else LocalStorage(uri)
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+def _hash_stream(stream: BinaryIO) -> tuple[str, int, int]:
+    """(sha256, size, line count) of a stream, read in chunks."""
+    h, size, newlines, last = hashlib.sha256(), 0, 0, b""
+    with stream:
+        while chunk := stream.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+    # A last line without a newline is still a line.
+    lines = newlines + (1 if size and last != b"\n" else 0)
+    return h.hexdigest(), size, lines
+
+
+def _rows(path: str, lines: int) -> int:
+    return max(lines - 1, 0) if path.lower().endswith(".csv") else 0
+
+
+def fingerprint(source_uri: str, gcs_client=None) -> str:
+    """Cheap change detector for the source (names, sizes, mtimes or generations): no data is read."""
+    files = storage_for(source_uri, gcs_client).list()
+    listing = "".join(f"{p} {size} {token}\n" for p, (size, token) in sorted(files.items()))
+    return hashlib.sha256(f"{source_uri}\n{listing}".encode()).hexdigest()
+
+
+def create(source_uri: str, root: str, gcs_client=None) -> Manifest:
+    """Snapshot source_uri into root; returns the existing snapshot if the bytes are already there."""
+    src, dst = storage_for(source_uri, gcs_client), storage_for(root, gcs_client)
+    listing = src.list()
+    if not listing:
+        raise SnapshotError(f"snapshot source {source_uri!r} has no files (missing or empty directory?)")
+    entries = []
+    for path in listing:
+        sha, size, lines = _hash_stream(src.open_read(path))
+        entries.append(FileEntry(path, size, sha, _rows(path, lines)))
+    digest = content_digest(entries)
+
+    existing = _read_manifest(dst, digest)
+    if existing is not None:
+        return existing
+
+    tmp = f"{_TMP_PREFIX}{digest[:16]}-{uuid.uuid4().hex[:8]}"
+    try:
+        for entry in entries:
+            # Hash again while copying: the source may have changed since the first pass.
+            h = hashlib.sha256()
+            dst.write(f"{tmp}/{DATA_DIR}/{entry.path}", _tee(src.open_read(entry.path), h))
+            if h.hexdigest() != entry.sha256:
+                raise SnapshotError(f"{source_uri}/{entry.path} changed while it was being snapshotted; retry")
+        for entry in entries:
+            landed, _, _ = _hash_stream(dst.open_read(f"{tmp}/{DATA_DIR}/{entry.path}"))
+            if landed != entry.sha256:
+                raise SnapshotError(f"copy of {entry.path} in {root}/{tmp} does not match its source hash")
+        manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries),
+                            created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            uri=f"{dst.uri}/{digest}")
+        dst.write(f"{tmp}/{MANIFEST}", iter([manifest.to_json().encode()]))
+        # Another run may have published the same bytes meanwhile; theirs is as good as ours.
+        existing = _read_manifest(dst, digest)
+        if existing is not None:
+            return existing
+        try:
+            dst.publish(tmp, digest, MANIFEST)
+        except OSError:  # lost the race to publish the same digest (rename onto a non-empty dir)
+            existing = _read_manifest(dst, digest)
+            if existing is None:
+                raise
+            return existing
+    finally:
+        dst.delete(tmp)
+    return manifest
+
+
+def _tee(stream: BinaryIO, h) -> Iterator[bytes]:
+    with stream:
+        while chunk := stream.read(_CHUNK):
+            h.update(chunk)
+            yield chunk
+
+
+def _read_manifest(store: Storage, digest: str) -> Optional[Manifest]:
+    path = f"{digest}/{MANIFEST}"
+    if not store.exists(path):
+        return None
+    with store.open_read(path) as f:
+        return Manifest.from_json(f.read().decode(), f"{store.uri}/{digest}")
+
+
+def get(root: str, digest: str, verify: bool = True, gcs_client=None) -> Manifest:
+    """The published snapshot `digest`; with verify, every file's bytes are checked against the manifest."""
+    if not DIGEST_RE.match(digest):
+        raise SnapshotError(f"{digest!r} is not a snapshot digest (64 lower-case hex characters)")
+    store = storage_for(root, gcs_client)
+    manifest = _read_manifest(store, digest)
+    if manifest is None:
+        raise SnapshotError(f"no snapshot {digest} in {root} (see `python -m pipeline snapshots list`)")
+    if verify:
+        for entry in manifest.files:
+            path = f"{digest}/{DATA_DIR}/{entry.path}"
+            if not store.exists(path):
+                raise SnapshotError(f"snapshot {digest}: {entry.path} is missing from {manifest.data_uri}")
+            sha, _, _ = _hash_stream(store.open_read(path))
+            if sha != entry.sha256:
+                raise SnapshotError(f"snapshot {digest}: {entry.path} was modified after publishing "
+                                    f"(sha256 {sha}, manifest says {entry.sha256})")
+    return manifest
+
+
+def list_snapshots(root: str, gcs_client=None) -> list[Manifest]:
+    """Published snapshots (those with a manifest), oldest first."""
+    store = storage_for(root, gcs_client)
+    digests = {p.split("/", 1)[0] for p in store.list() if p.endswith(f"/{MANIFEST}") and p.count("/") == 1}
+    manifests = [_read_manifest(store, d) for d in sorted(digests) if DIGEST_RE.match(d)]
+    return sorted(manifests, key=lambda m: (m.created, m.digest))
+
+
+def resolve_digest(root: str, prefix: str, gcs_client=None) -> str:
+    """The one published digest starting with prefix (at least 8 hex characters)."""
+    if not re.fullmatch(r"[0-9a-f]{8,64}", prefix):
+        raise SnapshotError(f"--snapshot {prefix!r}: expected a digest or a prefix of at least 8 hex characters")
+    matches = [m.digest for m in list_snapshots(root, gcs_client) if m.digest.startswith(prefix)]
+    if len(matches) != 1:
+        what = "no snapshot" if not matches else f"{len(matches)} snapshots"
+        raise SnapshotError(f"--snapshot {prefix}: {what} in {root} match (see `python -m pipeline snapshots list`)")
+    return matches[0]
+
+
+def csv_problems(manifest: Manifest, limit: int = 5, gcs_client=None) -> list[str]:
+    """Structural faults that would make ExampleGen fail obscurely: no header, ragged rows, differing headers."""
+    store = storage_for(manifest.uri, gcs_client)
+    problems: list[str] = []
+    header, header_file = None, None
+    for entry in manifest.files:
+        if not entry.path.lower().endswith(".csv"):
+            continue
+        with store.open_read(f"{DATA_DIR}/{entry.path}") as raw:
+            reader = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", newline=""))
+            try:
+                first = next(reader, None)
+                if first is None:
+                    problems.append(f"{entry.path}: empty file, no header row")
+                    continue
+                if header is None:
+                    header, header_file = first, entry.path
+                elif first != header:
+                    problems.append(f"{entry.path}: header {first} differs from {header_file}'s {header}")
+                for row in reader:
+                    if row and len(row) != len(first):
+                        problems.append(f"{entry.path} line {reader.line_num}: {len(row)} fields, the header has "
+                                        f"{len(first)} (truncated row or wrong delimiter?)")
+                        if len(problems) >= limit:
+                            return problems
+            except (UnicodeDecodeError, csv.Error) as e:
+                problems.append(f"{entry.path} line {reader.line_num}: not readable as UTF-8 CSV ({e})")
+    return problems
+
+
+def format_list(manifests: list[Manifest]) -> str:
+    if not manifests:
+        return "no snapshots"
+    lines = [f"{'digest':<64}  {'rows':>8}  {'created':<20}  source"]
+    lines += [f"{m.digest}  {m.rows:>8}  {m.created:<20}  {m.source_uri}" for m in manifests]
+    return "\n".join(lines)
