@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
-from bad_inputs import header_only
 
 from pipeline.cli import EXIT_NOT_PUSHED, EXIT_OK, main
 from pipeline.config import load_config
 from pipeline.summary import open_store, summarize
+from tests.bad_inputs import header_only
 from tests.conftest import CONFIG
 
 pytestmark = pytest.mark.e2e

@@ -72,7 +72,7 @@ def test_report_shows_what_the_run_recorded(report):
     assert f"&ge; {config.evaluator.accuracy_lower_bound:.4g}" in evaluation
     assert "<b>Blessed</b>" in evaluation and "no blessed baseline yet" in evaluation
     assert summary.pushed_path in evaluation
-    assert "recorded no data snapshot" in _section(page, "snapshot")
+    assert summary.snapshot_digest and summary.snapshot_digest in _section(page, "snapshot")
 
 
 def test_training_curves_come_from_the_trainer_summaries(report):
