@@ -28,7 +28,7 @@ class ServingModule(tf.Module):
         self._raw_spec = tf_transform_output.raw_feature_spec()
         self._request_spec = {k: v for k, v in self._raw_spec.items() if k != features.LABEL}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False)
     def serve(self, examples):
         transformed = self.tft_layer(tf.io.parse_example(examples, self._request_spec))
         probabilities = tf.nn.softmax(self.model(transformed, training=False))
@@ -36,7 +36,7 @@ class ServingModule(tf.Module):
         return {PROBABILITIES: probabilities, "class_id": class_id,
                 "class_name": tf.gather(self.class_names, class_id)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False)
     def transform_features(self, examples):
         return self.tft_layer(tf.io.parse_example(examples, self._raw_spec))
 

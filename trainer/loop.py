@@ -149,7 +149,9 @@ def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, j
     """
     loss_scaling = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
 
-    @tf.function(jit_compile=jit_compile)
+    # No tensor-dependent Python control flow here: autograph would only spend
+    # seconds converting Keras internals.
+    @tf.function(jit_compile=jit_compile, autograph=False)
     def gradients(micro_batches):
         grads = [tf.zeros_like(v) for v in model.trainable_variables]
         outputs = []
@@ -225,6 +227,9 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     gradients = make_gradient_fn(model, optimizer, global_batch,
                                  cfg.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy))
 
+    # Autograph is needed only for the tf.range loops around these; converting
+    # them (and the Keras metrics they call) took most of the ~9 s of tracing.
+    @tf.autograph.experimental.do_not_convert
     def replica_step(micro_batches):
         grads, outputs = gradients(micro_batches)
         # Sums gradients across replicas; each already divided by the global batch.
@@ -250,6 +255,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             stop_requested = strategy.reduce("SUM", strategy.run(lambda: stop_requested), axis=None)
         return train_loss.result(), train_acc.result(), stop_requested > 0
 
+    @tf.autograph.experimental.do_not_convert
     def eval_replica(batch):
         features, labels = batch
         logits = model(features, training=False)
