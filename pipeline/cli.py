@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.config import ConfigError, load_config
+from pipeline.config import CommandFailed, ConfigError, load_config
 from pipeline.vertex_compile import DEFAULT_OUTPUT
 
 # Exit codes a scheduler or CI can act on.
@@ -81,13 +81,9 @@ def _vertex_command(name: str):
 
 
 def cmd_run(config, args) -> int:
-    from pipeline.local_runner import PipelineFailed, run_local
+    from pipeline.local_runner import run_local
 
-    try:
-        summary = run_local(config)
-    except PipelineFailed as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    summary = run_local(config)
     return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
 
 
@@ -96,9 +92,8 @@ def cmd_report(config, args) -> int:
 
     try:
         print(write_report(config, args.run))
-    except (LookupError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    except (LookupError, ValueError) as e:  # no such run, or not a valid run id
+        raise CommandFailed(str(e)) from None
     return EXIT_OK
 
 
@@ -110,13 +105,9 @@ def cmd_snapshots(config, args) -> int:
 
 
 def cmd_lineage(config, args) -> int:
-    from pipeline.lineage import LineageError, cmd_lineage
+    from pipeline.lineage import cmd_lineage
 
-    try:
-        print(cmd_lineage(config, args.model))
-    except LineageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    print(cmd_lineage(config, args.model))
     return EXIT_OK
 
 
@@ -135,9 +126,13 @@ def _pin_snapshot(args) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Commands raise; this is the one place that turns errors into messages and exit codes.
     try:
         config = load_config(args.config, _pin_snapshot(args))
+        return args.func(config, args)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    return args.func(config, args)
+    except CommandFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED

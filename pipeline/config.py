@@ -28,6 +28,10 @@ class ConfigError(ValueError):
     """A config value is wrong; the message names the field and what is accepted."""
 
 
+class CommandFailed(RuntimeError):
+    """A command could not do its job; the message says what and where. The CLI exits 1."""
+
+
 class PipelineSection(Section):
     name: str = "penguin-tpu"
     # Relative local paths are resolved against the repo root, so a run works

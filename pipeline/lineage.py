@@ -19,7 +19,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.snapshot import SNAPSHOT_KEY
-from pipeline.config import REPO_ROOT, Config
+from pipeline.config import REPO_ROOT, CommandFailed, Config
 from pipeline.summary import anomalies_of, open_store
 
 # Key in the Trainer's custom_config recording the code that trained the model.
@@ -30,7 +30,7 @@ Artifact = metadata_store_pb2.Artifact
 Execution = metadata_store_pb2.Execution
 
 
-class LineageError(LookupError):
+class LineageError(CommandFailed, LookupError):
     """The model or version is not in this metadata store, or its history is incomplete."""
 
 

@@ -8,11 +8,10 @@ request, so a typo is reported against the flag rather than as a server error.
 from __future__ import annotations
 
 import re
-import sys
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
+from pipeline.cli import EXIT_OK
 from pipeline.config import Config, ConfigError
 
 # (name, lowest, highest, names accepted instead of numbers)
@@ -135,34 +134,27 @@ def cmd_schedule(config: Config, args) -> int:
     from pipeline.vertex_compile import compile_pipeline
     from pipeline.vertex_jobs import VertexError, describe_api_error, init_client
 
-    try:
-        aiplatform = init_client(config, args.api_endpoint)
-        if args.action == "create":
-            # Checked before the compile, which takes seconds.
-            cron, start, end = schedule_settings(args.cron, args.start_time, args.end_time,
-                                                 args.max_concurrent_runs, args.max_run_count)
-            schedule = create(config, compile_pipeline(config, args.output),
-                              args.display_name or f"{config.pipeline.name}-retraining",
-                              cron, start, end, args.max_concurrent_runs, args.max_run_count)
-            print(f"created {describe(schedule)}")
-            return EXIT_OK
-        try:
-            if args.action == "list":
-                schedules = aiplatform.PipelineJobSchedule.list()
-                for schedule in schedules:
-                    print(describe(schedule))
-                if not schedules:
-                    print(f"no schedules in {config.vertex.project}/{config.vertex.region}")
-                return EXIT_OK
-            schedule = aiplatform.PipelineJobSchedule.get(_schedule_id(args.schedule, args.action))
-            {"pause": schedule.pause, "resume": schedule.resume, "delete": schedule.delete}[args.action]()
-        except gexc.GoogleAPICallError as e:
-            raise VertexError(describe_api_error(e, f"schedule {args.action}", config)) from None
-        print(f"{args.action}d schedule {schedule.resource_name}")
+    aiplatform = init_client(config, args.api_endpoint)
+    if args.action == "create":
+        # Checked before the compile, which takes seconds.
+        cron, start, end = schedule_settings(args.cron, args.start_time, args.end_time,
+                                             args.max_concurrent_runs, args.max_run_count)
+        schedule = create(config, compile_pipeline(config, args.output),
+                          args.display_name or f"{config.pipeline.name}-retraining",
+                          cron, start, end, args.max_concurrent_runs, args.max_run_count)
+        print(f"created {describe(schedule)}")
         return EXIT_OK
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
-    except VertexError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    try:
+        if args.action == "list":
+            schedules = aiplatform.PipelineJobSchedule.list()
+            for schedule in schedules:
+                print(describe(schedule))
+            if not schedules:
+                print(f"no schedules in {config.vertex.project}/{config.vertex.region}")
+            return EXIT_OK
+        schedule = aiplatform.PipelineJobSchedule.get(_schedule_id(args.schedule, args.action))
+        {"pause": schedule.pause, "resume": schedule.resume, "delete": schedule.delete}[args.action]()
+    except gexc.GoogleAPICallError as e:
+        raise VertexError(describe_api_error(e, f"schedule {args.action}", config)) from None
+    print(f"{args.action}d schedule {schedule.resource_name}")
+    return EXIT_OK

@@ -33,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Protocol
 
+from pipeline.config import CommandFailed
+
 MANIFEST = "manifest.json"
 DATA_DIR = "data"
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -40,7 +42,7 @@ _TMP_PREFIX = ".tmp-"
 _CHUNK = 1 << 20
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(CommandFailed):
     """A snapshot cannot be made or used; the message names the file or digest."""
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from pipeline.config import Config, ConfigError
@@ -47,13 +46,9 @@ def task_executor(spec: dict, task: str) -> dict:
 
 
 def cmd_compile(config: Config, args) -> int:
-    from pipeline.cli import EXIT_BAD_CONFIG, EXIT_OK
+    from pipeline.cli import EXIT_OK
 
-    try:
-        out = compile_pipeline(config, args.output)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
+    out = compile_pipeline(config, args.output)
     spec = json.loads(out.read_text())
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     print(f"wrote {out} ({len(tasks)} tasks, image {config.vertex.pipeline_image})")

@@ -10,20 +10,19 @@ credentials, so no token ever travels unencrypted.
 from __future__ import annotations
 
 import re
-import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 from urllib.parse import urlparse
 
-from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
-from pipeline.config import Config, ConfigError
+from pipeline.cli import EXIT_FAILED, EXIT_OK
+from pipeline.config import CommandFailed, Config, ConfigError
 
 CONSOLE = "https://console.cloud.google.com/vertex-ai"
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-class VertexError(RuntimeError):
+class VertexError(CommandFailed):
     """A Vertex AI or GCS call failed; the message says what to do about it."""
 
 
@@ -168,22 +167,10 @@ def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
 def cmd_submit(config: Config, args) -> int:
     from pipeline.vertex_compile import compile_pipeline
 
-    try:
-        init_client(config, args.api_endpoint)
-        template = compile_pipeline(config, args.output)
-        job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
-    except VertexError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+    init_client(config, args.api_endpoint)
+    template = compile_pipeline(config, args.output)
+    job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
     print(f"submitted {job.resource_name}\nconsole: {job.console_url}")
-    if not args.wait:
-        return EXIT_OK
-    try:
-        ok = wait(config, job.resource_name, args.poll_seconds)
-    except VertexError as e:
-        print(f"error: {e}", file=sys.stderr)
+    if args.wait and not wait(config, job.resource_name, args.poll_seconds):
         return EXIT_FAILED
-    return EXIT_OK if ok else EXIT_FAILED
+    return EXIT_OK
