@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from trainer.config import Section, TrainerConfig, validate_uri
 
@@ -145,44 +145,39 @@ _SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-
                         r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$")
 
 
-def _check(regex: re.Pattern, value: Optional[str], what: str) -> Optional[str]:
-    if value is not None and not regex.match(value):
+def _check(regex: re.Pattern, value: str, what: str) -> str:
+    if not regex.match(value):
         raise ValueError(f"{value!r} is not a valid {what}")
     return value
+
+
+def _matching(regex: re.Pattern, what: str) -> Any:
+    """A str type that only accepts values matching `regex`; the error says what was expected."""
+    return Annotated[str, AfterValidator(lambda v: _check(regex, v, what))]
+
+
+ProjectId = _matching(_PROJECT_RE, "GCP project id (6-30 chars: lower-case letters, digits, '-')")
+Region = _matching(_REGION_RE, "GCP region (e.g. us-central1)")
+Image = _matching(_IMAGE_RE, "container image pinned by tag or digest (registry/path:tag or @sha256:...)")
+ServiceAccount = _matching(_SA_RE, "service account email (name@project.iam.gserviceaccount.com)")
+MachineType = _matching(_MACHINE_RE, "machine type (e.g. n1-standard-8)")
+AcceleratorType = _matching(_ACCELERATOR_RE, "accelerator type (e.g. NVIDIA_TESLA_T4, TPU_V3)")
+TpuTopology = _matching(_TOPOLOGY_RE, "TPU topology (e.g. 2x2)")
+Subnetwork = _matching(_SUBNET_RE, "subnetwork (regions/REGION/subnetworks/NAME)")
 
 
 class WorkerPoolSection(Section):
     """The Trainer's Vertex AI CustomJob machines: a preset, optionally adjusted."""
     preset: Literal["tpu_v5e", "tpu_v3", "tpu_v2", "gpu", "cpu"] = "tpu_v5e"
-    machine_type: Optional[str] = None
-    accelerator_type: Optional[str] = None
+    machine_type: Optional[MachineType] = None
+    accelerator_type: Optional[AcceleratorType] = None
     accelerator_count: Optional[int] = Field(None, ge=1, le=64)
-    tpu_topology: Optional[str] = None
+    tpu_topology: Optional[TpuTopology] = None
     # Extra workers (workerpool1) for MultiWorkerMirroredStrategy; TF on
     # Vertex TPUs is single-host, so TPU presets take none.
     extra_workers: int = Field(0, ge=0, le=64)
     # Empty: vertex.trainer_image (the TPU variant) for TPU presets, else vertex.pipeline_image.
-    image: Optional[str] = None
-
-    @field_validator("machine_type")
-    @classmethod
-    def _machine(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_MACHINE_RE, v, "machine type (e.g. n1-standard-8)")
-
-    @field_validator("accelerator_type")
-    @classmethod
-    def _accelerator(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_ACCELERATOR_RE, v, "accelerator type (e.g. NVIDIA_TESLA_T4, TPU_V3)")
-
-    @field_validator("tpu_topology")
-    @classmethod
-    def _topology(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_TOPOLOGY_RE, v, "TPU topology (e.g. 2x2)")
-
-    @field_validator("image")
-    @classmethod
-    def _image(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_IMAGE_RE, v, "container image pinned by tag or digest")
+    image: Optional[Image] = None
 
     @model_validator(mode="after")
     def _tpu_single_host(self) -> "WorkerPoolSection":
@@ -206,38 +201,18 @@ class WorkerPoolSection(Section):
 class VertexSection(Section):
     """Where and as whom the pipeline runs on Vertex AI Pipelines. No credentials here:
     the client uses Application Default Credentials."""
-    project: str
-    region: str = "us-central1"
+    project: ProjectId
+    region: Region = "us-central1"
     # The pipeline image (TFX 1.16 + this project) and its TPU variant for the Trainer.
-    pipeline_image: str
-    trainer_image: Optional[str] = None
+    pipeline_image: Image
+    trainer_image: Optional[Image] = None
     # Runs the pipeline's steps; the Trainer's CustomJob runs as training_service_account.
-    service_account: str
-    training_service_account: Optional[str] = None
+    service_account: ServiceAccount
+    training_service_account: Optional[ServiceAccount] = None
     labels: dict[str, str] = {}
     # Runtime parameter values passed to PipelineJob; names must exist in the compiled spec.
     parameter_values: dict[str, Any] = {}
     worker_pool: WorkerPoolSection = WorkerPoolSection()
-
-    @field_validator("project")
-    @classmethod
-    def _project(cls, v: str) -> str:
-        return _check(_PROJECT_RE, v, "GCP project id (6-30 chars: lower-case letters, digits, '-')")
-
-    @field_validator("region")
-    @classmethod
-    def _region(cls, v: str) -> str:
-        return _check(_REGION_RE, v, "GCP region (e.g. us-central1)")
-
-    @field_validator("pipeline_image", "trainer_image")
-    @classmethod
-    def _images(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_IMAGE_RE, v, "container image pinned by tag or digest (registry/path:tag or @sha256:...)")
-
-    @field_validator("service_account", "training_service_account")
-    @classmethod
-    def _sa(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_SA_RE, v, "service account email (name@project.iam.gserviceaccount.com)")
 
     @field_validator("labels")
     @classmethod
@@ -258,29 +233,14 @@ class VertexSection(Section):
 class DataflowSection(Section):
     """Beam on Dataflow for the Beam-powered components when the data outgrows one machine."""
     enabled: bool = True
-    machine_type: str = "n1-standard-4"
+    machine_type: MachineType = "n1-standard-4"
     max_num_workers: int = Field(10, ge=1, le=1000)
     disk_size_gb: int = Field(50, ge=10, le=65536)
     # Empty: vertex.service_account.
-    service_account: Optional[str] = None
+    service_account: Optional[ServiceAccount] = None
     # Full subnetwork URL or regions/REGION/subnetworks/NAME; empty: the default network.
-    subnetwork: Optional[str] = None
+    subnetwork: Optional[Subnetwork] = None
     use_public_ips: bool = False
-
-    @field_validator("machine_type")
-    @classmethod
-    def _machine(cls, v: str) -> str:
-        return _check(_MACHINE_RE, v, "machine type")
-
-    @field_validator("service_account")
-    @classmethod
-    def _sa(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_SA_RE, v, "service account email")
-
-    @field_validator("subnetwork")
-    @classmethod
-    def _subnet(cls, v: Optional[str]) -> Optional[str]:
-        return _check(_SUBNET_RE, v, "subnetwork (regions/REGION/subnetworks/NAME)")
 
 
 class SnapshotSection(Section):

@@ -37,6 +37,10 @@ def pipeline_run(tmp_path_factory):
     return config, summary, out.getvalue()
 
 
+# The gate and determinism tests train briefly; their own runs reuse these.
+SAFETY_TRAIN_STEPS = "trainer.train_steps=200"
+
+
 @dataclasses.dataclass
 class SafetyRun:
     root: Path
@@ -45,7 +49,7 @@ class SafetyRun:
     output: str
 
     def overrides(self, *extra: str) -> list[str]:
-        return [f"pipeline.root={self.root}", "trainer.train_steps=200", *extra]
+        return [f"pipeline.root={self.root}", SAFETY_TRAIN_STEPS, *extra]
 
 
 def tree_hashes(directory: Path) -> dict[str, str]:
@@ -61,7 +65,7 @@ def safety_run(tmp_path_factory) -> SafetyRun:
     from pipeline.local_runner import run_local
 
     root = tmp_path_factory.mktemp("safety")
-    config = local_config(root, "trainer.train_steps=200", "pipeline.enable_cache=false")
+    config = local_config(root, SAFETY_TRAIN_STEPS, "pipeline.enable_cache=false")
     out = io.StringIO()
     summary = run_local(config, out)
     assert summary.pushed_path, out.getvalue()
