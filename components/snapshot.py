@@ -14,8 +14,9 @@ same way ExampleGen's own driver keys its cache.
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tfx import types
 from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
@@ -27,6 +28,7 @@ from tfx.types.system_executions import Process
 from pipeline import snapshots
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
+MISSING_VALUES = "missing_values"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
 
@@ -47,6 +49,8 @@ class SnapshotSpec(types.ComponentSpec):
         DIGEST: component_spec.ExecutionParameter(type=str, optional=True),
         # Set by the driver at run time; part of the cache key.
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
+        # JSON list of CSV cell values stored as empty (missing) cells.
+        MISSING_VALUES: component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -73,7 +77,8 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
         manifest = (snapshots.get(root, pinned) if pinned
-                    else snapshots.create(exec_properties[SOURCE_URI], root))
+                    else snapshots.create(exec_properties[SOURCE_URI], root,
+                                          missing_values=json.loads(exec_properties.get(MISSING_VALUES) or "[]")))
         problems = snapshots.csv_problems(manifest)
         if problems:
             raise snapshots.SnapshotError(
@@ -85,6 +90,8 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("source_uri", manifest.source_uri)
         out.set_string_custom_property("snapshot_uri", manifest.uri)
         out.set_string_custom_property("created", manifest.created)
+        out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
+        out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
         with fileio.open(os.path.join(out.uri, snapshots.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
@@ -95,7 +102,9 @@ class Snapshot(base_component.BaseComponent):
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(SnapshotExecutor)
     DRIVER_CLASS = SnapshotDriver
 
-    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None):
+    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
+                 missing_values: Sequence[str] = ()):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
+            missing_values=json.dumps(list(missing_values)),
             snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

@@ -11,6 +11,7 @@ from typing import Optional, TextIO
 from tfx import v1 as tfx
 
 from pipeline.config import CommandFailed, Config, join
+from pipeline.dataset import check_features
 from pipeline.pipeline import create_pipeline
 from pipeline.progress import run_logging
 from pipeline.report import write_report
@@ -26,6 +27,11 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     stream = stream or sys.stdout
     if config.pipeline.root_uri.startswith("gs://"):
         raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
+    # Before anything is written: a features section that can't fit the data stops here.
+    resolved = check_features(config)
+    if resolved is not None:
+        stream.write("features (from the config; 'inferred' from the schema's types):\n  "
+                     + resolved.describe().replace("\n", "\n  ") + "\n")
     os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
     log_dir = join(config.pipeline.root_uri, "logs")
     os.makedirs(log_dir, exist_ok=True)

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import Optional
 
-import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data_gate import DataGate
 from components.snapshot import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
+from pipeline.dataset import require_features
+from pipeline.evaluation import eval_config
 from pipeline.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from trainer import features
-from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.features import CONFIG_KEY as FEATURES_KEY
 
 # Functions are named by import path, not uploaded as module files: the code
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
@@ -24,8 +24,10 @@ RUN_FN = "trainer.run_fn.run_fn"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+    # Transform and Trainer each resolve the same features section against the schema they get.
+    features = {FEATURES_KEY: require_features(config).model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
-                        digest=config.snapshot.digest)
+                        digest=config.snapshot.digest, missing_values=config.data.missing_values)
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
     example_gen = tfx.components.CsvExampleGen(
@@ -48,7 +50,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
     transform = DeterministicTransform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN,
+        preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
+        custom_config=features,
         # StatisticsGen already describes the raw data; skipping Transform's own
         # pre/post-transform statistics saves a full pass over the data.
         disable_statistics=True).with_id("Transform")
@@ -64,7 +67,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         # train_args only need to agree for its bookkeeping.
         train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=None),
-        custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
+        custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
 
     baseline_resolver = tfx.dsl.Resolver(
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
@@ -96,25 +99,3 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
             if metadata_path else None),
         beam_pipeline_args=beam_pipeline_args(config))
 
-
-def eval_config(config: Config) -> tfma.EvalConfig:
-    """Accuracy must clear an absolute bar and not regress against the last blessed model."""
-    return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(
-            signature_name=SERVING_SIGNATURE,
-            preprocessing_function_names=[TRANSFORM_SIGNATURE],
-            label_key=features.LABEL_XF,
-            prediction_key=PROBABILITIES)],
-        slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[tfma.MetricsSpec(metrics=[
-            tfma.MetricConfig(class_name="ExampleCount"),
-            tfma.MetricConfig(
-                class_name="SparseCategoricalAccuracy",
-                threshold=tfma.MetricThreshold(
-                    value_threshold=tfma.GenericValueThreshold(
-                        lower_bound={"value": config.evaluator.accuracy_lower_bound}),
-                    change_threshold=tfma.GenericChangeThreshold(
-                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        # A tiny epsilon so an equal model still passes.
-                        absolute={"value": -config.evaluator.max_accuracy_regression - 1e-10}))),
-        ])])

@@ -15,7 +15,9 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.snapshot import DatasetSnapshot
 from pipeline.config import Config
+from pipeline.evaluation import metric_lines
 
+# The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
 ACCURACY = "sparse_categorical_accuracy"
 _STATES = {metadata_store_pb2.Execution.COMPLETE: "ran", metadata_store_pb2.Execution.CACHED: "cached",
            metadata_store_pb2.Execution.FAILED: "failed", metadata_store_pb2.Execution.RUNNING: "running"}
@@ -144,7 +146,8 @@ def _thresholds(execution: metadata_store_pb2.Execution) -> dict[str, dict[str, 
             if value.HasField("upper_bound"):
                 bounds["upper_bound"] = value.upper_bound.value
             if change.HasField("absolute"):
-                bounds["change_absolute"] = change.absolute.value
+                lower_is_better = change.direction == tfma.MetricDirection.LOWER_IS_BETTER
+                bounds["change_absolute_max" if lower_is_better else "change_absolute"] = change.absolute.value
             if bounds:
                 # Results are keyed by the metric's name: snake_case of its class unless renamed.
                 name = json.loads(metric.config or "{}").get("name") or re.sub(
@@ -200,13 +203,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
-    acc = summary.metrics.get(ACCURACY)
-    if acc is not None:
-        base = summary.baseline_metrics.get(ACCURACY)
-        lines.append(f"eval accuracy: {acc:.4f} (lower bound {config.evaluator.accuracy_lower_bound}; "
-                     + (f"baseline {base:.4f}, allowed regression {config.evaluator.max_accuracy_regression})"
-                        if base is not None else "no blessed baseline yet)"))
-        lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
+    lines.extend(metric_lines(summary.metrics, summary.baseline_metrics, config))
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in summary.validation_failures)

@@ -25,7 +25,7 @@ import tensorflow as tf
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from trainer import synthetic
+from trainer import synthetic, tasks
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.data import BatchSizeError, record_dataset_fn
 from trainer.loop import train
@@ -95,21 +95,24 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
 
     cfg = job.trainer
 
+    layout = synthetic.layout(vocab_sizes=job.vocab_sizes)
+
     def model_fn():
-        return build_model(job.vocab_sizes, job.num_classes, cfg.hidden_units, cfg.l2)
+        return build_model(layout, job.num_classes, cfg.hidden_units, cfg.l2)
 
     try:
         strategy = make_strategy(cfg.strategy, cfg.tpu)
-        spec = synthetic.feature_spec()
-        train_fn = record_dataset_fn(job.train_files, spec, cfg.global_batch_size, training=True,
+        spec = synthetic.feature_spec(layout)
+        train_fn = record_dataset_fn(job.train_files, spec, cfg.global_batch_size, label=layout.label, training=True,
                                      seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
         eval_fn = None
         if job.eval_files:
-            eval_fn = record_dataset_fn(job.eval_files, spec, cfg.global_batch_size, training=False,
+            eval_fn = record_dataset_fn(job.eval_files, spec, cfg.global_batch_size, label=layout.label,
+                                        training=False,
                                         max_batches=cfg.eval_batches,
                                         drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
         result = train(strategy, cfg, model_fn, train_fn, eval_fn,
-                       checkpoint_dir=job.checkpoint_dir, logdir=job.logdir)
+                       checkpoint_dir=job.checkpoint_dir, logdir=job.logdir, task=tasks.Multiclass(job.num_classes))
     except (StrategyError, BatchSizeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG

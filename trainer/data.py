@@ -11,18 +11,16 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from trainer import features
-
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
-def split_label(batch: dict) -> tuple[dict, tf.Tensor]:
+def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
     batch = dict(batch)
-    return batch, batch.pop(features.LABEL_XF)
+    return batch, batch.pop(label)
 
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
-                      *, training: bool, seed: int = 0, micro_batches: int = 1,
+                      *, label: str, training: bool, seed: int = 0, micro_batches: int = 1,
                       drop_remainder: bool = True, max_batches: int = 0) -> DatasetFn:
     """A dataset_fn for `strategy.distribute_datasets_from_function`.
 
@@ -30,7 +28,8 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     Training data repeats forever in a seeded, reproducible order, so a resumed
     run that skips the batches already consumed sees exactly what it would have.
     Evaluation data is read once, in file order; `max_batches` > 0 caps the
-    batches each input pipeline yields (a quick eval).
+    batches each input pipeline yields (a quick eval). Batches are (features,
+    labels) with the transformed `label` feature split off.
     """
     files = sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
                    else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
@@ -42,12 +41,12 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
         per_replica = per_replica_batch_size(global_batch_size, ctx.num_replicas_in_sync, micro_batches)
         records = _shard_records(files, ctx)
         if training:
-            ds = _shuffled_epochs(records, feature_spec, per_replica, seed)
+            ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed)
         else:
             ds = records.batch(per_replica, drop_remainder=drop_remainder)
             if max_batches:
                 ds = ds.take(max_batches)
-            ds = ds.map(lambda x: split_label(tf.io.parse_example(x, feature_spec)),
+            ds = ds.map(lambda x: split_label(tf.io.parse_example(x, feature_spec), label),
                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.prefetch(tf.data.AUTOTUNE)
 
@@ -66,7 +65,8 @@ def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data
     return ds
 
 
-def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, batch_size: int, seed: int) -> tf.data.Dataset:
+def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, batch_size: int,
+                     seed: int) -> tf.data.Dataset:
     """Parse the shard once into host memory, then batch endless seeded permutations of it.
 
     Gathering a batch from parsed columns costs about the same at any batch
@@ -88,7 +88,7 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, batch_size: i
             return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size]))
 
         return tf.data.Dataset.counter().flat_map(draw).map(
-            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}))
+            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
 
     return records.batch(_WHOLE_SHARD).flat_map(batches)
 

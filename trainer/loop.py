@@ -24,6 +24,7 @@ import tf_keras
 from trainer.config import TrainerConfig
 from trainer.data import DatasetFn, per_replica_batch_size
 from trainer.strategy import chief_or_temp_dir, is_chief, precision_policy
+from trainer.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,8 @@ def per_example_loss(labels, logits):
     return tf_keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
-def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, jit_compile: bool):
+def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, jit_compile: bool,
+                     loss_fn=per_example_loss):
     """Forward and backward over one step's micro-batches on one replica: the part XLA/TPU compiles.
 
     Returns the summed gradients and, per micro-batch, (labels, logits, losses)
@@ -158,7 +160,7 @@ def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, j
         for features, labels in micro_batches:
             with tf.GradientTape() as tape:
                 logits = model(features, training=True)
-                losses = per_example_loss(labels, logits)
+                losses = loss_fn(labels, logits)
                 loss = tf.nn.compute_average_loss(losses, global_batch_size=global_batch_size)
                 if model.losses:
                     loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses)) / len(micro_batches)
@@ -177,7 +179,7 @@ def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, j
 def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
           model_fn: Callable[[], tf_keras.Model],
           train_dataset_fn: DatasetFn, eval_dataset_fn: Optional[DatasetFn],
-          checkpoint_dir: str, logdir: Optional[str] = None) -> TrainResult:
+          checkpoint_dir: str, logdir: Optional[str] = None, *, task: Task) -> TrainResult:
     """Train `model_fn()` under `strategy` for cfg.train_steps optimizer steps,
     resuming from the latest checkpoint in `checkpoint_dir` if there is one."""
     replicas = strategy.num_replicas_in_sync
@@ -201,9 +203,11 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             if policy == "mixed_float16":
                 optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
             train_loss = tf_keras.metrics.Mean("loss")
-            train_acc = tf_keras.metrics.SparseCategoricalAccuracy("accuracy")
+            # The task's metric (accuracy, or rmse for regression) from the model's raw outputs.
+            metric = task.metric_name
+            train_acc = task.metric(metric)
             eval_loss = tf_keras.metrics.Mean("eval_loss")
-            eval_acc = tf_keras.metrics.SparseCategoricalAccuracy("eval_accuracy")
+            eval_acc = task.metric(f"eval_{metric}")
             # Early-stopping state lives in the checkpoint so a resumed run decides alike.
             best_eval_loss = tf.Variable(math.inf, trainable=False, dtype=tf.float32)
             evals_without_improvement = tf.Variable(0, trainable=False, dtype=tf.int64)
@@ -225,7 +229,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
 
     # TPUStrategy compiles the whole replica step with XLA anyway.
     gradients = make_gradient_fn(model, optimizer, global_batch,
-                                 cfg.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy))
+                                 cfg.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy),
+                                 task.per_example_loss)
 
     # Autograph is needed only for the tf.range loops around these; converting
     # them (and the Keras metrics they call) took most of the ~9 s of tracing.
@@ -259,7 +264,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     def eval_replica(batch):
         features, labels = batch
         logits = model(features, training=False)
-        eval_loss.update_state(per_example_loss(labels, logits))
+        eval_loss.update_state(task.per_example_loss(labels, logits))
         eval_acc.update_state(labels, logits)
 
     @tf.function
@@ -287,15 +292,15 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             step += n
             elapsed = time.perf_counter() - start
             profiler.after(step)
-            summaries.write(step, {"loss": loss, "accuracy": acc, "learning_rate": float(schedule(step - 1)),
+            summaries.write(step, {"loss": loss, metric: acc, "learning_rate": float(schedule(step - 1)),
                                    "examples_per_second": n * global_batch / elapsed})
 
             if step % cfg.eval_every_steps == 0 or step == cfg.train_steps:
-                record = {"step": step, "loss": loss, "accuracy": acc}
+                record = {"step": step, "loss": loss, metric: acc}
                 if eval_data is not None:
-                    record["eval_loss"], record["eval_accuracy"] = (float(x) for x in evaluate())
+                    record["eval_loss"], record[f"eval_{metric}"] = (float(x) for x in evaluate())
                     summaries.write(step, {"eval_loss": record["eval_loss"],
-                                           "eval_accuracy": record["eval_accuracy"]})
+                                           f"eval_{metric}": record[f"eval_{metric}"]})
                     _record_eval(record["eval_loss"], best_eval_loss, evals_without_improvement)
                     stopped_early = _patience_exhausted(evals_without_improvement, cfg.early_stopping_patience)
                 history.append(record)
