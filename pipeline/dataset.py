@@ -113,6 +113,9 @@ def infer_schema(config: Config, output: str, force: bool = False) -> tuple[str,
                                               pipeline_options=PipelineOptions(config.beam.args))
     schema = tfdv.infer_schema(stats, infer_feature_shape=True)
     for feature in schema.feature:
+        # CsvExampleGen writes an empty cell as a feature with no values, where TFDV's CSV
+        # reader saw no feature: without this every optional column is an anomaly in a run.
+        feature.value_count.ClearField("min")
         if config.features is not None and feature.name == config.features.label:
             # Every training row needs its label: make a row without one an anomaly.
             feature.presence.min_fraction = 1.0

@@ -18,7 +18,7 @@ from trainer.feature_config import FeatureConfig, FeatureConfigError, resolve
 from trainer.model import build_model
 
 COLUMNS = {"y": "int", "fare": "float", "miles": "float", "company": "string", "tract": "int", "hour": "int",
-           "note": "string"}
+           "note": "string", "day": "int"}
 
 
 def _config(**values) -> FeatureConfig:
@@ -37,7 +37,8 @@ def test_entries_may_be_names_or_names_with_options():
     ({"numeric": ["fare", "fare"]}, "'fare' is named twice (numeric)"),
     ({"numeric": ["fare"], "categorical": ["fare"]}, "'fare' is named twice (numeric and categorical)"),
     ({"ignore": ["y"]}, "'y' is named twice (label and ignore)"),
-    ({"categorical": [{"company": {"top_k": 5, "hash_buckets": 9}}]}, "exclude each other"),
+    ({"categorical": [{"company": {"top_k": 5, "hash_buckets": 9}}]}, "top_k and hash_buckets exclude each other"),
+    ({"categorical": [{"hour": {"int_range": [23, 0]}}]}, "min <= max"),
     ({"numeric": [{"fare": {"clip": [5, 1]}}]}, "min < max"),
     ({"model_builder": "not a path"}, "not an import path"),
     ({"task": "multiclass", "positive_class": "1"}, "positive_class is for task binary"),
@@ -57,6 +58,7 @@ def test_bad_sections_are_rejected_by_validation(values, message):
     ({"task": "multiclass", "label": "fare"}, "features.task: multiclass needs a string or integer label"),
     ({"label": "company"}, "features.positive_class"),
     ({"infer": False}, "features: no model inputs"),
+    ({"categorical": [{"company": {"int_range": [0, 3]}}]}, "'company' has int_range but holds strings"),
 ])
 def test_sections_that_do_not_fit_the_columns_name_the_field(values, field):
     with pytest.raises(FeatureConfigError, match=field):
@@ -65,23 +67,24 @@ def test_sections_that_do_not_fit_the_columns_name_the_field(values, field):
 
 def test_unnamed_columns_are_inferred_by_type_and_said_so():
     resolved = resolve(_config(numeric=["fare"], categorical=["tract"], ignore=["note"]), COLUMNS)
-    assert [f.name for f in resolved.numeric] == ["fare", "hour", "miles"]
+    assert [f.name for f in resolved.numeric] == ["fare", "day", "hour", "miles"]
     assert [f.name for f in resolved.categorical] == ["tract", "company"]
-    assert resolved.inferred == {"company": "categorical", "hour": "numeric", "miles": "numeric"}
+    assert resolved.inferred == {"company": "categorical", "day": "numeric", "hour": "numeric", "miles": "numeric"}
     assert resolved.unused == ("note",)
     text = resolved.describe()
-    assert "numeric: fare, hour (inferred), miles (inferred)" in text and "not used: note" in text
+    assert "numeric: fare, day (inferred), hour (inferred), miles (inferred)" in text and "not used: note" in text
     assert resolve(_config(numeric=["fare"], infer=False), COLUMNS).unused == (
-        "company", "hour", "miles", "note", "tract")
+        "company", "day", "hour", "miles", "note", "tract")
 
 
 # Rows for a real Transform run: missing values (None) in a float, an int and a string column.
 ROWS = [{"y": [i % 2], "fare": [float(i)] if i % 5 else [], "miles": [float(i * i)],
          "company": [b"acme" if i % 3 else b"zed"] if i % 7 else [], "tract": [17031000000 + i % 11],
-         "hour": [i % 24]} for i in range(1, 101)]
+         "hour": [i % 24], "day": [i % 9] if i % 10 else []} for i in range(1, 101)]
 SPEC = {"y": tf.io.FixedLenFeature([1], tf.int64), "fare": tf.io.VarLenFeature(tf.float32),
         "miles": tf.io.FixedLenFeature([1], tf.float32), "company": tf.io.VarLenFeature(tf.string),
-        "tract": tf.io.FixedLenFeature([1], tf.int64), "hour": tf.io.FixedLenFeature([1], tf.int64)}
+        "tract": tf.io.FixedLenFeature([1], tf.int64), "hour": tf.io.FixedLenFeature([1], tf.int64),
+        "day": tf.io.VarLenFeature(tf.int64)}
 
 
 def _transform(config: FeatureConfig, tmp_path):
@@ -105,7 +108,8 @@ def _transform(config: FeatureConfig, tmp_path):
 def test_every_transform_and_the_layout_it_gives(tmp_path):
     config = _config(numeric=[{"fare": {"clip": [0, 50], "log": True}}, {"hour": {"bucketize": 4}},
                               {"miles": {"z_score": False}}],
-                     categorical=[{"tract": {"hash_buckets": 64}}, {"company": {"encoding": "embedding"}}])
+                     categorical=[{"tract": {"hash_buckets": 64}}, {"company": {"encoding": "embedding"}},
+                                  {"day": {"int_range": [1, 7]}}])
     output, rows = _transform(config, tmp_path)
     fare = np.array([r["fare_xf"] for r in rows])
     present = np.log1p(np.clip([float(i) for i in range(1, 101) if i % 5], 0, 50))
@@ -119,13 +123,15 @@ def test_every_transform_and_the_layout_it_gives(tmp_path):
     # company: acme, zed, and one OOV bucket that a missing value ('', never in a tft vocabulary) shares.
     assert {r["company_xf"] for r in rows} == {0, 1, 2}
     assert [r["y_xf"] for r in rows][:4] == [1, 0, 1, 0]
+    # Days 1..7 are ids 0..6; day 0, day 8 and a missing day (rows 10, 20, ...) share id 7.
+    assert [r["day_xf"] for r in rows][:10] == [0, 1, 2, 3, 4, 5, 6, 7, 7, 7]
 
     resolved = resolve(config, features.column_types(SPEC))
     layout = features.layout_from_schema(output.transformed_metadata.schema, resolved)
     assert layout.dense == ("fare_xf", "miles_xf") and layout.label == "y_xf"
     sizes = {c.name: (c.size, c.embedding_dim) for c in layout.categorical}
     assert sizes == {"hour_xf": (4, 0), "tract_xf": (64, features.embedding_dim(64)),
-                     "company_xf": (3, features.embedding_dim(3))}
+                     "company_xf": (3, features.embedding_dim(3)), "day_xf": (8, 0)}
     model = build_model(layout, 1, [8])
     names = (*layout.dense, *(c.name for c in layout.categorical))
     batch = {n: tf.constant([r[n] for r in rows[:5]]) for n in names}

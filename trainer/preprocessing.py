@@ -54,6 +54,12 @@ def _numeric(x, f: NumericFeature):
 
 
 def _categorical(x, f: CategoricalFeature):
+    if f.int_range is not None:
+        low, high = f.int_range
+        value = _dense(x, tf.constant(low - 1, x.dtype))  # missing: out of range
+        inside = (value >= low) & (value <= high)
+        size = high - low + 2
+        return _with_range(tf.where(inside, tf.cast(value - low, tf.int64), size - 1), size)
     strings = _strings(x)
     if f.hash_buckets:
         return _with_range(tf.strings.to_hash_bucket_fast(strings, f.hash_buckets), f.hash_buckets)
