@@ -29,8 +29,8 @@ import psutil
 
 from bench import tfx_penguin
 from bench.measure import Measured, run_measured
-from pipeline.config import REPO_ROOT, load_config
-from pipeline.data_generator import SOURCE_CSV, write_dataset
+from pipeline.config import REPO_ROOT, load_config, resolve
+from pipeline.data_generator import write_dataset
 from pipeline.summary import summarize
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -88,7 +88,8 @@ def bench_local(work: Path, repeat: int = 1) -> dict:
     """Ours and theirs alternately, `repeat` times each; the fastest of each side
     counts, which is the fairest figure on a machine shared with other work."""
     data_root = work / "tfx-data"
-    tfx_penguin.write_example_data(SOURCE_CSV, data_root)
+    config = load_config(CONFIG_FILE)
+    tfx_penguin.write_example_data(next(Path(resolve(config.data.input_dir)).glob("*.csv")), data_root)
     ours_runs, theirs_runs = [], []
     for i in range(repeat):
         ours_root = work / f"ours-{i}"
