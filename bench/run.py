@@ -1,10 +1,12 @@
-"""`make bench`: three comparisons measured side by side in one run on this machine.
+"""`make bench`: four comparisons measured side by side in one run on this machine.
 
 1. local: this pipeline (`make run`, caching off) vs TFX's own penguin example
    on the same bundled rows, each in a fresh process so imports count for both;
 2. trainer: the custom loop vs `model.fit` (bench/trainer_bench.py, when present);
 3. scale: generated penguin-like data at each --sizes row count through the
-   full pipeline with Beam settings chosen for the size.
+   full pipeline with Beam settings chosen for the size;
+4. taxi: this pipeline on configs/taxi.yaml vs TFX's own Chicago taxi example
+   on the same rows: wall time and eval AUC (bench/taxi.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -27,18 +29,19 @@ from pathlib import Path
 
 import psutil
 
-from bench import tfx_penguin
-from bench.measure import Measured, run_measured
+from bench import taxi, tfx_penguin
+from bench.measure import run_measured
+from bench.side_by_side import CONFIG_FILE, component_table, components, our_command
+from bench.side_by_side import ENV as _ENV
+from bench.side_by_side import check as _check
+from bench.side_by_side import md as _md
 from pipeline.config import REPO_ROOT, load_config, resolve
 from pipeline.data_generator import write_dataset
-from pipeline.summary import summarize
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 LOCAL_TARGET_RATIO = 0.3      # our wall time <= 0.3x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
-_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 # Below this many rows Beam's worker start-up costs more than it saves.
 MULTI_PROCESS_FROM_ROWS = 50_000
 
@@ -49,39 +52,6 @@ def beam_settings(rows: int) -> list[str]:
     if rows < MULTI_PROCESS_FROM_ROWS:
         return ["beam.direct_running_mode=in_memory", "beam.direct_num_workers=1"]
     return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
-
-
-def our_command(root: str, overrides: list[str] = ()) -> list[str]:
-    sets = [f"pipeline.root={root}", "pipeline.enable_cache=false", *overrides]
-    return [sys.executable, "-m", "pipeline", "run", "--config", str(CONFIG_FILE),
-            *[a for s in sets for a in ("--set", s)]]
-
-
-def components(measured: Measured, metadata_path: str, pipeline_name: str) -> dict:
-    """Per-component times from MLMD, each with the process tree's peak memory while it ran."""
-    summary = summarize(metadata_path, pipeline_name)
-    rows = {c.name: {"state": c.state, "seconds": round(c.seconds, 2),
-                     "peak_rss_mb": _round(measured.peak_between(c.started, c.started + c.seconds))}
-            for c in summary.components}
-    start = min(c.started for c in summary.components)
-    end = max(c.started + c.seconds for c in summary.components)
-    return {"wall_seconds": round(measured.wall_seconds, 2),
-            "components_seconds": round(end - start, 2),
-            # Process start, imports, pipeline compilation and the summary.
-            "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
-            "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
-            "accuracy": summary.metrics.get("sparse_categorical_accuracy"), "blessed": summary.blessed,
-            "log": measured.log_file}
-
-
-def _round(x):
-    return None if x is None else round(x, 1)
-
-
-def _check(measured: Measured, what: str) -> None:
-    # Exit code 3 means "ran but not pushed": the timing still counts.
-    if measured.returncode not in (0, 3):
-        raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
 
 
 def bench_local(work: Path, repeat: int = 1) -> dict:
@@ -205,18 +175,7 @@ def markdown(r: dict) -> str:
                   f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
                   f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
                   f"{loc.get('all_wall_seconds')}.", "",
-                  "| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
-        names = list(dict.fromkeys([*loc["ours"]["components"], *loc["theirs"]["components"]]))
-        for n in names:
-            o, t = loc["ours"]["components"].get(n, {}), loc["theirs"]["components"].get(n, {})
-            lines.append(f"| {n} | {_md(o.get('seconds'))} | {_md(o.get('peak_rss_mb'))} | "
-                         f"{_md(t.get('seconds'))} | {_md(t.get('peak_rss_mb'))} |")
-        for who in ("ours", "theirs"):
-            x = loc[who]
-            lines.append(f"| *{who}: components / outside them / wall* | "
-                         f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
-                         f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | accuracy {_md(x['accuracy'])} | |")
-        lines.append("")
+                  *component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
     if "trainer" in r:
         t = r["trainer"]
         lines += ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
@@ -252,6 +211,8 @@ def markdown(r: dict) -> str:
                      f"(target <= {s['target_seconds'] / 60:.0f} min: "
                      f"{'met' if s['largest_within_target'] else 'NOT met'}).")
         lines.append("")
+    if "taxi" in r:
+        lines += taxi.markdown(r["taxi"], _when(r["taxi"]))
     return "\n".join(lines)
 
 
@@ -260,12 +221,6 @@ def _when(part: dict) -> str:
         return "(run time and load not recorded)"
     load = part["load_average"]
     return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
-
-
-def _md(x) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -283,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
-    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale"])
+    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale", "taxi"])
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
@@ -312,6 +267,11 @@ def main(argv: list[str] | None = None) -> int:
             results["trainer"] = _stamped(bench_trainer, work, ours if ours.is_dir() else None)
         if sizes and "scale" not in args.skip:
             results["scale"] = _stamped(bench_scale, work, sizes)
+        if "taxi" not in args.skip:
+            print("taxi: our pipeline on configs/taxi.yaml, then TFX's taxi example ...", flush=True)
+            results["taxi"] = _stamped(taxi.bench_taxi, work, args.repeat)
+            print(f"  ratio {results['taxi']['ratio']:.2f}x, AUC ours {results['taxi']['ours']['auc']} "
+                  f"theirs {results['taxi']['theirs']['auc']}", flush=True)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise

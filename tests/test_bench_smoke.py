@@ -144,3 +144,28 @@ def test_markdown_states_ratios_and_misses():
     assert "ratio 1.00x" in text and "NOT met" in text
     assert "| Transform | 10.0 | 900.0 | 10.0 | 900.0 |" in text
     assert "Not measured: not there." in text
+
+
+def test_exact_auc_matches_the_definition():
+    from sklearn.metrics import roc_auc_score
+
+    from bench.scoring import auc
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 500)
+    scores = np.round(labels * 0.3 + rng.random(500), 1)  # many ties
+    assert auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    with pytest.raises(ValueError, match="both classes"):
+        auc([1, 1], [0.2, 0.3])
+
+
+def test_taxi_markdown_states_both_targets():
+    component = {"state": "ran", "seconds": 10.0, "peak_rss_mb": 900.0}
+    side = {"wall_seconds": 40.0, "components_seconds": 30.0, "outside_components_seconds": 10.0,
+            "peak_rss_mb": 1000.0, "components": {"Transform": component}, "auc": 0.95}
+    text = bench_run.markdown({"taxi": {"ours": side, "theirs": {**side, "wall_seconds": 160.0, "auc": 0.97},
+                                        "ratio": 0.25, "target_ratio": 0.35, "auc_margin": 0.01,
+                                        "eval_rows": 5039, "same_eval_rows": True, "met": False,
+                                        "all_wall_seconds": {"ours": [40.0], "theirs": [160.0]}}})
+    assert "ratio 0.25x" in text and "ours **0.950**, theirs **0.970**" in text and "NOT met" in text
+    assert "same 5039 eval rows (same rows in both splits: yes)" in text
