@@ -27,6 +27,8 @@ NO_BILL_LENGTH = "features.numeric=[bill_depth_mm, flipper_length_mm, body_mass_
      "features.numeric: 'island' holds strings"),
     (["features.task=regression"], "features.task: regression needs a numeric label; 'species' holds strings"),
     (["evaluator.lower_bound=1.5"], "evaluator.lower_bound: 1.5 is outside [0, 1], the range of accuracy"),
+    (["features.label=body_mass_g", "features.task=regression", "features.numeric=[bill_length_mm]",
+      "evaluator.lower_bound=null"], "evaluator.upper_bound: task regression has no default bar for rmse"),
 ])
 def test_features_that_do_not_fit_the_schema_name_the_field(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -38,6 +38,7 @@ MAIN_METRICS = {
     "multiclass": MainMetric("sparse_categorical_accuracy", "SparseCategoricalAccuracy", "accuracy", True, 0.9),
     # Better than chance, at the least; set a real bar for your data.
     "binary": MainMetric("auc", "AUC", "auc", True, 0.5),
+    # No bar fits every label's units: the config must set evaluator.upper_bound.
     "regression": MainMetric("root_mean_squared_error", "RootMeanSquaredError", "rmse", False, fraction=False),
 }
 # Reported next to the main metric; not gated.
