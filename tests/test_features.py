@@ -149,3 +149,58 @@ def test_string_labels_for_binary_and_float_labels_for_regression(tmp_path):
     regression = FeatureConfig(label="miles", task="regression", numeric=["fare"], infer=False)
     _, rows = _transform(regression, tmp_path / "regression")
     assert [r["miles_xf"] for r in rows][:3] == [1.0, 4.0, 9.0]
+
+
+def tiny_builder(layout, width, cfg):
+    """A model builder named by import path (features.model_builder) in the hook test."""
+    import tf_keras
+
+    class Linear(tf_keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.out = tf_keras.layers.Dense(width)
+
+        def call(self, inputs):
+            return self.out(tf.stack([tf.cast(inputs[n], tf.float32) for n in layout.dense], axis=1))
+
+    model = Linear()
+    model({n: tf.zeros([1]) for n in layout.dense})
+    return model
+
+
+def test_model_builder_hook_is_used_by_import_path():
+    from trainer.features import ModelLayout
+    from trainer.spec import TrainingSpec
+    from trainer.tasks import Binary
+
+    config = _config(numeric=["fare", "miles"], model_builder="tests.test_features.tiny_builder")
+    layout = ModelLayout(dense=("fare_xf", "miles_xf"), categorical=(), label="y_xf")
+    spec = TrainingSpec(resolve(config, COLUMNS), layout, Binary())
+    from trainer.config import TrainerConfig
+
+    model = spec.build_model(TrainerConfig())
+    assert type(model).__name__ == "Linear" and len(model.weights) == 2
+    broken = TrainingSpec(resolve(_config(model_builder="tests.nowhere.build"), COLUMNS), layout, Binary())
+    with pytest.raises(ValueError, match="features.model_builder: cannot import 'tests.nowhere.build'"):
+        broken.build_model(TrainerConfig())
+
+
+def test_preprocessing_fn_hook_and_the_features_section_reach_transform_and_trainer():
+    import json
+
+    from pipeline.config import load_config
+    from pipeline.pipeline import PREPROCESSING_FN, create_pipeline
+
+    def transform_and_trainer(config):
+        pipeline = create_pipeline(config)
+        [transform] = [c for c in pipeline.components if c.id == "Transform"]
+        [trainer] = [c for c in pipeline.components if c.id == "Trainer"]
+        return transform.exec_properties, json.loads(trainer.exec_properties["custom_config"])
+
+    config = load_config("configs/local.yaml")
+    transform, trainer = transform_and_trainer(config)
+    assert transform["preprocessing_fn"] == PREPROCESSING_FN
+    assert json.loads(transform["custom_config"])[features.CONFIG_KEY] == config.features.model_dump()
+    assert trainer[features.CONFIG_KEY] == config.features.model_dump() and "trainer" in trainer
+    custom = load_config("configs/local.yaml", ["features.preprocessing_fn=my_team.transforms.preprocessing_fn"])
+    assert transform_and_trainer(custom)[0]["preprocessing_fn"] == "my_team.transforms.preprocessing_fn"

@@ -34,7 +34,7 @@ class MainMetric:
 
 
 MAIN_METRICS = {
-    # 0.9 is the bar the penguin pipeline always had.
+    # 0.9 is the bar this pipeline always had for its multi-class default dataset.
     "multiclass": MainMetric("sparse_categorical_accuracy", "SparseCategoricalAccuracy", "accuracy", True, 0.9),
     # Better than chance, at the least; set a real bar for your data.
     "binary": MainMetric("auc", "AUC", "auc", True, 0.5),
