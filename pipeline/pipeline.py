@@ -11,7 +11,7 @@ from components.data_gate import DataGate
 from components.snapshot import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
-from pipeline.dataset import require_features
+from pipeline.dataset import check_features
 from pipeline.evaluation import eval_config
 from pipeline.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
@@ -24,8 +24,10 @@ RUN_FN = "trainer.run_fn.run_fn"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+    # Also when compiling for Vertex: a features section that can't fit the schema stops here.
+    check_features(config)
     # Transform and Trainer each resolve the same features section against the schema they get.
-    features = {FEATURES_KEY: require_features(config).model_dump()}
+    features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest, missing_values=config.data.missing_values)
     # The snapshot's data dir, known only at run time; reading it makes the
