@@ -122,7 +122,7 @@ class EvaluatorSection(Section):
     """The gate on the task's main metric (trainer/tasks.py: accuracy for multiclass,
     auc for binary, rmse for regression)."""
     # The candidate must reach these bounds to be blessed at all (unset: the task's
-    # default, e.g. accuracy >= 0.9, auc >= 0.5, none for rmse) ...
+    # default, accuracy >= 0.9 or auc >= 0.5; regression has none and needs upper_bound) ...
     lower_bound: Optional[float] = None
     upper_bound: Optional[float] = None
     # ... and may not be worse than the last blessed model by more than this.
