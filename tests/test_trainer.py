@@ -233,7 +233,7 @@ def test_jit_step_refuses_an_op_xla_cannot_compile():
     import tensorflow as tf
     import tf_keras
 
-    from trainer.loop import make_gradient_fn
+    from trainer.steps import make_gradient_fn
 
     class StringRoundTrip(tf_keras.Model):
         """A host-only op in the model, the kind that can't run on a TPU."""
