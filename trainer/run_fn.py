@@ -1,21 +1,16 @@
-"""TFX Trainer entry point: glue between TFX's FnArgs and the plain-TF loop."""
+"""TFX Trainer entry point: glue between TFX's FnArgs and trainer.fit."""
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 
-import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer import features
 from trainer.config import TrainerConfig
-from trainer.data import record_dataset_fn
 from trainer.export import export_serving_model
-from trainer.loop import train
-from trainer.model import build_model
-from trainer.strategy import chief_or_temp_dir, is_chief, make_strategy
+from trainer.fit import TransformedData, fit_and_export
 
 log = logging.getLogger(__name__)
 
@@ -29,30 +24,20 @@ class PreemptedError(RuntimeError):
 
 def run_fn(fn_args) -> None:
     cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
-    strategy = make_strategy(cfg.strategy, cfg.tpu)
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
-    spec = tft_output.transformed_feature_spec()
 
-    def model_fn():
-        vocab_sizes = {n: tft_output.vocabulary_size_by_name(n) + features.OOV_BUCKETS
-                       for n in features.CATEGORICAL}
-        return build_model(vocab_sizes, tft_output.vocabulary_size_by_name(features.LABEL),
-                           cfg.hidden_units, cfg.l2)
+    def read_data() -> TransformedData:
+        return TransformedData(
+            fn_args.train_files, fn_args.eval_files, tft_output.transformed_feature_spec(),
+            vocab_sizes={n: tft_output.vocabulary_size_by_name(n) + features.OOV_BUCKETS
+                         for n in features.CATEGORICAL},
+            num_classes=tft_output.vocabulary_size_by_name(features.LABEL))
 
-    train_fn = record_dataset_fn(fn_args.train_files, spec, cfg.global_batch_size, training=True,
-                                 seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
-    eval_fn = record_dataset_fn(fn_args.eval_files, spec, cfg.global_batch_size, training=False,
-                                max_batches=cfg.eval_batches,
-                                drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
-
-    result = train(strategy, cfg, model_fn, train_fn, eval_fn,
-                   checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
-                   logdir=fn_args.model_run_dir)
-    if result.preempted:
-        raise PreemptedError(f"preempted at step {result.step}; restart the job to resume")
-    # Every worker exports (a collective), only the chief's copy lands where Pusher looks.
-    export_dir = chief_or_temp_dir(strategy, fn_args.serving_model_dir, "export")
-    export_serving_model(result.model, tft_output, export_dir)
-    if not is_chief(strategy):
-        shutil.rmtree(export_dir, ignore_errors=True)
-    log.info("exported %s after %d steps", export_dir, result.step)
+    fitted = fit_and_export(
+        cfg, read_data,
+        checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
+        logdir=fn_args.model_run_dir, export_dir=fn_args.serving_model_dir,
+        export=lambda model, directory: export_serving_model(model, tft_output, directory))
+    if fitted.result.preempted:
+        raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
+    log.info("exported %s after %d steps", fitted.export_dir, fitted.result.step)
