@@ -62,9 +62,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     summaries = Summaries(logdir, is_chief(strategy))
     profiler = Profiler(cfg.profile_steps, logdir or checkpoint_dir)
     preemption = Preemption()
-    history: list[dict] = []
-    stopped_early = state.patience_exhausted(cfg.early_stopping_patience)
-    preempted = False
+    history: list[dict] = []  # one record per evaluation
+    preempted, stopped_early = False, state.patience_exhausted(cfg.early_stopping_patience)
     steady_start, steady_step = None, step
     try:
         while step < cfg.train_steps and not preempted and not stopped_early:
