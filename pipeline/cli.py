@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.config import CommandFailed, ConfigError, load_config
+from pipeline.config import load_config
+from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
+from pipeline.snapshots import SnapshotError
 from pipeline.vertex_compile import DEFAULT_OUTPUT
-
-# Exit codes a scheduler or CI can act on.
-EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -115,7 +114,7 @@ def _pin_snapshot(args) -> list[str]:
     """--snapshot <prefix> becomes --set snapshot.digest=<full digest>."""
     if not getattr(args, "snapshot", None):
         return args.set
-    from pipeline.snapshots import SnapshotError, resolve_digest
+    from pipeline.snapshots import resolve_digest
 
     root = load_config(args.config, args.set).snapshots_root
     try:
@@ -133,6 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except CommandFailed as e:
+    except (CommandFailed, SnapshotError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED

@@ -16,20 +16,13 @@ from typing import Annotated, Any, Literal, Optional
 import yaml
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
+from pipeline.errors import ConfigError
 from trainer.config import Section, TrainerConfig, validate_uri
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Vertex pipeline names and TFX pipeline names must satisfy both services.
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the field and what is accepted."""
-
-
-class CommandFailed(RuntimeError):
-    """A command could not do its job; the message says what and where. The CLI exits 1."""
 
 
 class PipelineSection(Section):

@@ -19,7 +19,8 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.snapshot import SNAPSHOT_KEY
-from pipeline.config import REPO_ROOT, CommandFailed, Config
+from pipeline.config import REPO_ROOT, Config
+from pipeline.errors import LineageError
 from pipeline.summary import anomalies_of, open_store
 
 # Key in the Trainer's custom_config recording the code that trained the model.
@@ -28,10 +29,6 @@ CODE_VERSION_KEY = "code_version"
 _INPUT, _OUTPUT = metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.OUTPUT
 Artifact = metadata_store_pb2.Artifact
 Execution = metadata_store_pb2.Execution
-
-
-class LineageError(CommandFailed, LookupError):
-    """The model or version is not in this metadata store, or its history is incomplete."""
 
 
 def code_version() -> str:

@@ -33,8 +33,6 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Protocol
 
-from pipeline.config import CommandFailed
-
 MANIFEST = "manifest.json"
 DATA_DIR = "data"
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -42,7 +40,7 @@ _TMP_PREFIX = ".tmp-"
 _CHUNK = 1 << 20
 
 
-class SnapshotError(CommandFailed):
+class SnapshotError(RuntimeError):
     """A snapshot cannot be made or used; the message names the file or digest."""
 
 

@@ -12,7 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.config import Config, ConfigError
+from pipeline.config import Config
+from pipeline.errors import EXIT_OK, ConfigError
 
 DEFAULT_OUTPUT = "output/vertex/pipeline.json"
 
@@ -46,8 +47,6 @@ def task_executor(spec: dict, task: str) -> dict:
 
 
 def cmd_compile(config: Config, args) -> int:
-    from pipeline.cli import EXIT_OK
-
     out = compile_pipeline(config, args.output)
     spec = json.loads(out.read_text())
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]

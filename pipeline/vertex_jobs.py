@@ -15,15 +15,11 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 from urllib.parse import urlparse
 
-from pipeline.cli import EXIT_FAILED, EXIT_OK
-from pipeline.config import CommandFailed, Config, ConfigError
+from pipeline.config import Config
+from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError, VertexError
 
 CONSOLE = "https://console.cloud.google.com/vertex-ai"
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-class VertexError(CommandFailed):
-    """A Vertex AI or GCS call failed; the message says what to do about it."""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.cli import EXIT_NOT_PUSHED, EXIT_OK, main
+from pipeline.cli import main
 from pipeline.config import load_config
+from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK
 from pipeline.summary import open_store, summarize
 from tests.bad_inputs import header_only
 from tests.conftest import CONFIG

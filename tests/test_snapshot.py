@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline import snapshots
-from pipeline.config import ConfigError, load_config
+from pipeline.config import load_config
+from pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 PENGUINS = REPO / "data" / "penguins"

