@@ -8,7 +8,7 @@ import sys
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
 from pipeline.snapshots import SnapshotError
-from pipeline.vertex_compile import DEFAULT_OUTPUT
+from pipeline.vertex.compile import DEFAULT_OUTPUT
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -73,10 +73,9 @@ def _add_vertex_commands(sub) -> None:
 
 def _vertex_command(name: str):
     # Imported on demand: the Vertex client libraries are slow to import and local runs don't need them.
-    from pipeline import schedules, vertex_compile, vertex_jobs
+    from pipeline.vertex import compile, schedules, submit
 
-    return {"compile": vertex_compile.cmd_compile, "submit": vertex_jobs.cmd_submit,
-            "schedule": schedules.cmd_schedule}[name]
+    return {"compile": compile.cmd_compile, "submit": submit.cmd_submit, "schedule": schedules.cmd_schedule}[name]
 
 
 def cmd_run(config, args) -> int:

@@ -13,7 +13,7 @@ from components.snapshot import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
+from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 

@@ -27,7 +27,7 @@ def vertex_config(*overrides: str) -> Config:
 @functools.lru_cache(maxsize=None)
 def compiled_template(*overrides: str) -> Path:
     """Compile once per process and override set; compiling takes seconds."""
-    from pipeline.vertex_compile import compile_pipeline
+    from pipeline.vertex.compile import compile_pipeline
 
     out = Path(tempfile.mkdtemp(prefix="vertex-spec-")) / "pipeline.json"
     return compile_pipeline(vertex_config(*overrides), out)

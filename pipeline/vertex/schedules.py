@@ -107,7 +107,7 @@ def create(config: Config, template: str, display_name: str, cron: str, start: s
     """Create a schedule from checked settings (see schedule_settings)."""
     from google.api_core import exceptions as gexc
 
-    from pipeline.vertex_jobs import build_job, check_bucket, describe_api_error
+    from pipeline.vertex.client import build_job, check_bucket, describe_api_error
 
     check_bucket(config)
     # Every scheduled run uses the template compiled now; re-create the schedule after a change.
@@ -131,8 +131,8 @@ def describe(schedule) -> str:
 def cmd_schedule(config: Config, args) -> int:
     from google.api_core import exceptions as gexc
 
-    from pipeline.vertex_compile import compile_pipeline
-    from pipeline.vertex_jobs import describe_api_error, init_client
+    from pipeline.vertex.client import describe_api_error, init_client
+    from pipeline.vertex.compile import compile_pipeline
 
     aiplatform = init_client(config, args.api_endpoint)
     if args.action == "create":
