@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from components.snapshot.store import SnapshotError
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
-from pipeline.snapshots import SnapshotError
 from pipeline.vertex.compile import DEFAULT_OUTPUT
 
 
@@ -96,7 +96,7 @@ def cmd_report(config, args) -> int:
 
 
 def cmd_snapshots(config, args) -> int:
-    from pipeline.snapshots import format_list, list_snapshots
+    from components.snapshot.store import format_list, list_snapshots
 
     print(format_list(list_snapshots(config.snapshots_root)))
     return EXIT_OK
@@ -113,7 +113,7 @@ def _pin_snapshot(args) -> list[str]:
     """--snapshot <prefix> becomes --set snapshot.digest=<full digest>."""
     if not getattr(args, "snapshot", None):
         return args.set
-    from pipeline.snapshots import resolve_digest
+    from components.snapshot.store import resolve_digest
 
     root = load_config(args.config, args.set).snapshots_root
     try:

@@ -18,7 +18,7 @@ from typing import Optional
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.snapshot import SNAPSHOT_KEY
+from components.snapshot.component import SNAPSHOT_KEY
 from pipeline.config import REPO_ROOT, Config
 from pipeline.errors import LineageError
 from pipeline.summary import anomalies_of, open_store

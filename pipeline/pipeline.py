@@ -9,7 +9,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data_gate import DataGate
-from components.snapshot import DATA_URI_KEY, Snapshot
+from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.lineage import CODE_VERSION_KEY, code_version

@@ -13,7 +13,7 @@ from google.protobuf import json_format
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.snapshot import DatasetSnapshot
+from components.snapshot.component import DatasetSnapshot
 from pipeline.config import Config
 
 ACCURACY = "sparse_categorical_accuracy"

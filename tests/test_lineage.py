@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.snapshot import DatasetSnapshot
+from components.snapshot.component import DatasetSnapshot
 from pipeline.cli import main
 from pipeline.lineage import code_version, find_model, trace
 from pipeline.summary import open_store
