@@ -31,7 +31,7 @@ from bench import tfx_penguin
 from bench.measure import Measured, run_measured
 from pipeline.config import REPO_ROOT, load_config
 from pipeline.data_generator import SOURCE_CSV, write_dataset
-from pipeline.summary import summarize
+from pipeline.runs.summary import summarize
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"

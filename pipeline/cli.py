@@ -86,7 +86,7 @@ def cmd_run(config, args) -> int:
 
 
 def cmd_report(config, args) -> int:
-    from pipeline.report import write_report
+    from pipeline.runs.report import write_report
 
     try:
         print(write_report(config, args.run))
@@ -103,7 +103,7 @@ def cmd_snapshots(config, args) -> int:
 
 
 def cmd_lineage(config, args) -> int:
-    from pipeline.lineage import cmd_lineage
+    from pipeline.runs.lineage import cmd_lineage
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK

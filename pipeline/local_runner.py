@@ -13,9 +13,9 @@ from tfx import v1 as tfx
 from pipeline.config import Config, join
 from pipeline.errors import PipelineFailed
 from pipeline.pipeline import create_pipeline
-from pipeline.progress import run_logging
-from pipeline.report import write_report
-from pipeline.summary import RunSummary, format_summary, summarize
+from pipeline.runs.progress import run_logging
+from pipeline.runs.report import write_report
+from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
 def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:

@@ -12,7 +12,7 @@ from components.data_gate import DataGate
 from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
-from pipeline.lineage import CODE_VERSION_KEY, code_version
+from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE

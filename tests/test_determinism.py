@@ -9,7 +9,8 @@ import tensorflow as tf
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK
-from pipeline.summary import open_store, summarize
+from pipeline.runs.mlmd import open_store
+from pipeline.runs.summary import summarize
 from tests.bad_inputs import header_only
 from tests.conftest import CONFIG
 
