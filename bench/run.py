@@ -31,7 +31,7 @@ from bench import tfx_penguin
 from bench.measure import Measured, run_measured
 from pipeline.config import REPO_ROOT, load_config
 from pipeline.data_generator import SOURCE_CSV, write_dataset
-from pipeline.runs.summary import summarize
+from pipeline.runs.summary import ACCURACY, summarize
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
@@ -70,7 +70,7 @@ def components(measured: Measured, metadata_path: str, pipeline_name: str) -> di
             # Process start, imports, pipeline compilation and the summary.
             "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
             "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
-            "accuracy": summary.metrics.get("sparse_categorical_accuracy"), "blessed": summary.blessed,
+            "accuracy": summary.metrics.get(ACCURACY), "blessed": summary.blessed,
             "log": measured.log_file}
 
 

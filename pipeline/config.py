@@ -17,6 +17,7 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
 from pipeline.vertex.config import DataflowSection, VertexSection
 from trainer.config import Section, TrainerConfig, validate_uri
@@ -115,6 +116,11 @@ class EvaluatorSection(Section):
     max_accuracy_regression: float = Field(0.0, ge=0, le=1)
 
 
+# The Evaluator's change threshold is loosened by this much so that a
+# candidate exactly as good as the baseline passes.
+CHANGE_EPSILON = 1e-10
+
+
 class SnapshotSection(Section):
     # Where content-addressed snapshots of data.input_dir are kept (local or
     # gs://); empty: <pipeline.root>/snapshots.
@@ -133,7 +139,7 @@ class SnapshotSection(Section):
     def _digest(cls, v: Optional[str]) -> Optional[str]:
         if v in (None, ""):
             return None
-        if not re.fullmatch(r"[0-9a-f]{64}", v):
+        if not DIGEST_RE.match(v):
             raise ValueError("must be a full snapshot digest: 64 lower-case hex characters")
         return v
 

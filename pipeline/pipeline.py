@@ -11,7 +11,7 @@ from tfx import v1 as tfx
 from components.data_gate import DataGate
 from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
-from pipeline.config import Config, resolve
+from pipeline.config import CHANGE_EPSILON, Config, resolve
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer import features
@@ -115,6 +115,5 @@ def eval_config(config: Config) -> tfma.EvalConfig:
                         lower_bound={"value": config.evaluator.accuracy_lower_bound}),
                     change_threshold=tfma.GenericChangeThreshold(
                         direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        # A tiny epsilon so an equal model still passes.
-                        absolute={"value": -config.evaluator.max_accuracy_regression - 1e-10}))),
+                        absolute={"value": -config.evaluator.max_accuracy_regression - CHANGE_EPSILON}))),
         ])])

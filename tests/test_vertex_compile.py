@@ -12,9 +12,8 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
-from pipeline.vertex.compile import task_executor
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from tests.vertex_support import BUCKET, PROJECT, compiled_template, vertex_config
+from tests.vertex_support import BUCKET, PROJECT, compiled_template, task_executor, vertex_config
 
 BEAM_TASKS = ["CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"]
 

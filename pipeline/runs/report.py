@@ -22,7 +22,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2  # noqa: E402
+from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs.summary import RunSummary, summarize  # noqa: E402
@@ -102,9 +102,9 @@ def _data(s: RunSummary) -> str:
         stats_list = statistics_pb2.DatasetFeatureStatisticsList.FromString(Path(path).read_bytes())
         for dataset in stats_list.datasets:
             parts.append(f"<h3>{_e(split)}: {dataset.num_examples} examples</h3>" + _feature_table(dataset))
-    anomalies = s.output("ExampleValidator", "ExampleAnomalies")
+    validated = s.output("ExampleValidator", "ExampleAnomalies") is not None
     parts.append("<h3>Anomalies (data against the schema)</h3>" + (
-        _anomalies(anomalies.uri) if anomalies else "<p>No validation ran in this run.</p>"))
+        _anomalies(s) if validated else "<p>No validation ran in this run.</p>"))
     return _section("data", "Data", "\n".join(parts))
 
 
@@ -131,22 +131,11 @@ def _feature_table(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
     return _table(("feature", "type", "missing or empty", "distribution"), rows)
 
 
-def _anomalies(uri: str) -> str:
-    rows = []
-    for split_dir in sorted(glob.glob(os.path.join(uri, "Split-*"))):
-        path = os.path.join(split_dir, "SchemaDiff.pb")
-        if not os.path.exists(path):
-            continue
-        anomalies = anomalies_pb2.Anomalies.FromString(Path(path).read_bytes())
-        split = os.path.basename(split_dir)[len("Split-"):]
-        for feature, info in sorted(anomalies.anomaly_info.items()):
-            rows.append((split, feature, info.short_description, info.description))
-        if anomalies.HasField("dataset_anomaly_info"):
-            info = anomalies.dataset_anomaly_info
-            rows.append((split, "(dataset)", info.short_description, info.description))
-    if not rows:
+def _anomalies(s: RunSummary) -> str:
+    if not s.anomalies:
         return '<p class="ok">None: every split matches the schema.</p>'
-    return _table(("split", "feature", "anomaly", "detail"), rows, css="bad")
+    rows = [(a.split, a.feature, a.kind, a.description) for a in s.anomalies]
+    return _table(("split", "feature", "kind", "description"), rows, css="bad")
 
 
 def _training(s: RunSummary) -> str:

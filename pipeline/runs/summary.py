@@ -11,7 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from pipeline.config import Config
+from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
 
@@ -45,11 +45,17 @@ class RunSummary:
     inputs: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     snapshot_digest: Optional[str] = None
     snapshot_rows: Optional[int] = None
-    # Why the data gate stopped the run; empty when it passed or did not run.
-    gate_anomalies: list[str] = dataclasses.field(default_factory=list)
+    # Everything ExampleValidator found (components.data_gate.Anomaly); empty if it did not run.
+    anomalies: list = dataclasses.field(default_factory=list)
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
+
+    @property
+    def gate_anomalies(self) -> list[str]:
+        """Why the data gate stopped the run; empty when it passed or did not run."""
+        gate = self.component("DataGate")
+        return [str(a) for a in self.anomalies] if gate is not None and gate.state == "failed" else []
 
     def output(self, component: str, type_name: str) -> Optional[ArtifactInfo]:
         """The first artifact of type `type_name` that `component` wrote in this run."""
@@ -88,10 +94,9 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     if snapshots:
         summary.snapshot_digest = snapshots[0][1].properties.get("digest")
         summary.snapshot_rows = snapshots[0][1].properties.get("rows")
-    gate = summary.component("DataGate")
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
-    if gate is not None and gate.state == "failed" and anomalies is not None:
-        summary.gate_anomalies = [str(a) for a in mlmd.anomalies_of(reader.artifact(anomalies.id))]
+    if anomalies is not None:
+        summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
     pushed = summary.output("Pusher", "PushedModel")
     if pushed is not None and pushed.properties.get("pushed") == 1:
         summary.pushed_path = pushed.properties.get("pushed_destination")
@@ -147,12 +152,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
-    acc = summary.metrics.get(ACCURACY)
-    if acc is not None:
-        base = summary.baseline_metrics.get(ACCURACY)
-        lines.append(f"eval accuracy: {acc:.4f} (lower bound {config.evaluator.accuracy_lower_bound}; "
-                     + (f"baseline {base:.4f}, allowed regression {config.evaluator.max_accuracy_regression})"
-                        if base is not None else "no blessed baseline yet)"))
+    if ACCURACY in summary.metrics:
+        lines.append(_accuracy_line(summary))
         lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
@@ -164,3 +165,19 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if log_file:
         lines.append(f"log:       {log_file}")
     return "\n".join(lines)
+
+
+def _accuracy_line(summary: RunSummary) -> str:
+    """Accuracy against the thresholds the Evaluator recorded in MLMD (as the report shows them)."""
+    bounds = summary.thresholds.get(ACCURACY, {})
+    parts = [f"lower bound {bounds['lower_bound']}" if "lower_bound" in bounds else "no lower bound"]
+    base = summary.baseline_metrics.get(ACCURACY)
+    if base is None:
+        parts.append("no blessed baseline yet")
+    else:
+        allowed = ""
+        if "change_absolute" in bounds:
+            # Rounded: the threshold is -(allowed regression) - CHANGE_EPSILON in floating point.
+            allowed = f", allowed regression {round(-bounds['change_absolute'] - CHANGE_EPSILON, 9)}"
+        parts.append(f"baseline {base:.4f}{allowed}")
+    return f"eval accuracy: {summary.metrics[ACCURACY]:.4f} ({'; '.join(parts)})"
