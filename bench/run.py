@@ -28,9 +28,9 @@ from pathlib import Path
 import psutil
 
 from bench import tfx_penguin
+from bench.data_generator import SOURCE_CSV, write_dataset
 from bench.measure import Measured, run_measured
 from pipeline.config import REPO_ROOT, load_config
-from pipeline.data_generator import SOURCE_CSV, write_dataset
 from pipeline.runs.summary import ACCURACY, summarize
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
