@@ -85,7 +85,7 @@ def check_bucket(config: Config) -> None:
             needs=f"storage.buckets.get on gs://{bucket} (roles/storage.legacyBucketReader)")) from None
     if found is None:
         raise VertexError(f"bucket gs://{bucket} (pipeline.root) does not exist; create it with infra/terraform "
-                          "(see README.md, Vertex AI section) or fix pipeline.root")
+                          "(see docs/vertex.md) or fix pipeline.root")
 
 
 def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None):
