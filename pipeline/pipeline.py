@@ -24,6 +24,8 @@ RUN_FN = "trainer.run_fn.run_fn"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+    # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
+    # each component next to the channels it is wired to.
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest)
     # The snapshot's data dir, known only at run time; reading it makes the
