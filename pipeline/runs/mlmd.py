@@ -120,7 +120,8 @@ class Reader:
         by_id = {a.id: a for a in self.store.get_artifacts_by_id([e.artifact_id for e in events])}
         out: dict[str, list[Artifact]] = {}
         for e in events:
-            out.setdefault(e.path.steps[0].key, []).append(by_id[e.artifact_id])
+            key = e.path.steps[0].key if e.path.steps else ""  # TFX names every event; others may not
+            out.setdefault(key, []).append(by_id[e.artifact_id])
         return out
 
     def inputs(self, execution: Execution) -> dict[str, list[Artifact]]:
