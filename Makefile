@@ -37,7 +37,7 @@ $(VENV)/.installed: requirements.lock
 run: venv
 	$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
 
-# Vertex AI (README.md, Vertex AI section). compile needs no cloud access; submit/schedule use
+# Vertex AI (docs/vertex.md). compile needs no cloud access; submit/schedule use
 # Application Default Credentials. e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'",
 # make schedule ACTION=pause ID=1234
 VERTEX_CONFIG ?= configs/vertex.yaml
@@ -83,7 +83,7 @@ bench: venv
 clean:
 	rm -rf output
 
-# Custom training loop vs TFX penguin's model.fit, side by side (README.md, Trainer section).
+# Custom training loop vs TFX penguin's model.fit, side by side (docs/trainer.md, Throughput).
 .PHONY: bench-trainer
 bench-trainer: venv
 	$(PY) bench/trainer_bench.py $(ARGS)

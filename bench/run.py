@@ -28,10 +28,11 @@ from pathlib import Path
 import psutil
 
 from bench import tfx_penguin
+from bench.data_generator import SOURCE_CSV, write_dataset
 from bench.measure import Measured, run_measured
+from bench.results_md import markdown
 from pipeline.config import REPO_ROOT, load_config
-from pipeline.data_generator import SOURCE_CSV, write_dataset
-from pipeline.summary import summarize
+from pipeline.runs.summary import ACCURACY, summarize
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
@@ -70,7 +71,7 @@ def components(measured: Measured, metadata_path: str, pipeline_name: str) -> di
             # Process start, imports, pipeline compilation and the summary.
             "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
             "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
-            "accuracy": summary.metrics.get("sparse_categorical_accuracy"), "blessed": summary.blessed,
+            "accuracy": summary.metrics.get(ACCURACY), "blessed": summary.blessed,
             "log": measured.log_file}
 
 
@@ -189,82 +190,6 @@ def merge_results(path: Path, new: dict) -> dict:
     """Runs on the same day add to that day's file, section by section."""
     old = json.loads(path.read_text()) if path.exists() else {}
     return {**old, **new}
-
-
-def markdown(r: dict) -> str:
-    lines = [f"# Benchmarks {r.get('date', '')}", ""]
-    m = r.get("machine", {})
-    lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
-              "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
-    if "local" in r:
-        loc = r["local"]
-        lines += ["## 1. Local end to end: this pipeline vs TFX's penguin example", "", _when(loc), "",
-                  f"Wall time (fresh process, imports included): ours {loc['ours']['wall_seconds']:.1f}s, "
-                  f"theirs {loc['theirs']['wall_seconds']:.1f}s, **ratio {loc['ratio']:.2f}x** "
-                  f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
-                  f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
-                  f"{loc.get('all_wall_seconds')}.", "",
-                  "| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
-        names = list(dict.fromkeys([*loc["ours"]["components"], *loc["theirs"]["components"]]))
-        for n in names:
-            o, t = loc["ours"]["components"].get(n, {}), loc["theirs"]["components"].get(n, {})
-            lines.append(f"| {n} | {_md(o.get('seconds'))} | {_md(o.get('peak_rss_mb'))} | "
-                         f"{_md(t.get('seconds'))} | {_md(t.get('peak_rss_mb'))} |")
-        for who in ("ours", "theirs"):
-            x = loc[who]
-            lines.append(f"| *{who}: components / outside them / wall* | "
-                         f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
-                         f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | accuracy {_md(x['accuracy'])} | |")
-        lines.append("")
-    if "trainer" in r:
-        t = r["trainer"]
-        lines += ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
-        if "skipped" in t or "failed" in t:
-            lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
-        else:
-            lines += ["```", t.get("text") or json.dumps(t, indent=2), "```", ""]
-    if "scale" in r:
-        s = r["scale"]
-        sizes = sorted(s["runs"], key=int)
-        lines += ["## 3. Scale: generated data through the full pipeline", "", _when(s), "",
-                  "| component | " + " | ".join(f"{n} rows s (peak MB)" for n in sizes)
-                  + (" | growth |" if "growth" in s else " |"),
-                  "|---|" + "---:|" * (len(sizes) + ("growth" in s))]
-        names = list(dict.fromkeys(n for size in sizes for n in s["runs"][size]["components"]))
-        for n in names:
-            cells = []
-            for size in sizes:
-                c = s["runs"][size]["components"].get(n, {})
-                cells.append(f"{_md(c.get('seconds'))} ({_md(c.get('peak_rss_mb'))})")
-            growth = f" | {_md(s.get('growth', {}).get(n))}" if "growth" in s else ""
-            lines.append(f"| {n} | " + " | ".join(cells) + growth + " |")
-        lines.append("| *wall (process)* | " + " | ".join(
-            f"{s['runs'][size]['wall_seconds']:.1f} ({_md(s['runs'][size]['peak_rss_mb'])})" for size in sizes)
-            + (f" | {s['total_growth']} |" if "growth" in s else " |"))
-        lines.append("")
-        lines.append("Beam: " + "; ".join(f"{size} rows: {' '.join(s['runs'][size]['beam'])}" for size in sizes))
-        if "growth" in s:
-            lines.append(f"Rows grew {s['row_ratio']:.0f}x. Components growing faster than the rows: "
-                         f"{', '.join(s['superlinear']) or 'none'}.")
-        largest = max(sizes, key=int)
-        lines.append(f"Largest ({largest} rows) took {s['runs'][largest]['wall_seconds'] / 60:.1f} min "
-                     f"(target <= {s['target_seconds'] / 60:.0f} min: "
-                     f"{'met' if s['largest_within_target'] else 'NOT met'}).")
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _when(part: dict) -> str:
-    if "measured_at" not in part:
-        return "(run time and load not recorded)"
-    load = part["load_average"]
-    return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
-
-
-def _md(x) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -18,7 +18,6 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 
 ANOMALIES_FILE = "SchemaDiff.pb"
-ANOMALY_KINDS = frozenset(anomalies_pb2.AnomalyInfo.Type.keys())
 DATASET = "(dataset)"
 
 

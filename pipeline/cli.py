@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.config import CommandFailed, ConfigError, load_config
-from pipeline.vertex_compile import DEFAULT_OUTPUT
-
-# Exit codes a scheduler or CI can act on.
-EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
+from components.snapshot.store import SnapshotError
+from pipeline.config import load_config
+from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
+from pipeline.vertex.compile import DEFAULT_OUTPUT
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -74,10 +73,9 @@ def _add_vertex_commands(sub) -> None:
 
 def _vertex_command(name: str):
     # Imported on demand: the Vertex client libraries are slow to import and local runs don't need them.
-    from pipeline import schedules, vertex_compile, vertex_jobs
+    from pipeline.vertex import compile, schedules, submit
 
-    return {"compile": vertex_compile.cmd_compile, "submit": vertex_jobs.cmd_submit,
-            "schedule": schedules.cmd_schedule}[name]
+    return {"compile": compile.cmd_compile, "submit": submit.cmd_submit, "schedule": schedules.cmd_schedule}[name]
 
 
 def cmd_run(config, args) -> int:
@@ -88,7 +86,7 @@ def cmd_run(config, args) -> int:
 
 
 def cmd_report(config, args) -> int:
-    from pipeline.report import write_report
+    from pipeline.runs.report import write_report
 
     try:
         print(write_report(config, args.run))
@@ -98,14 +96,14 @@ def cmd_report(config, args) -> int:
 
 
 def cmd_snapshots(config, args) -> int:
-    from pipeline.snapshots import format_list, list_snapshots
+    from components.snapshot.store import format_list, list_snapshots
 
     print(format_list(list_snapshots(config.snapshots_root)))
     return EXIT_OK
 
 
 def cmd_lineage(config, args) -> int:
-    from pipeline.lineage import cmd_lineage
+    from pipeline.runs.lineage import cmd_lineage
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK
@@ -115,7 +113,7 @@ def _pin_snapshot(args) -> list[str]:
     """--snapshot <prefix> becomes --set snapshot.digest=<full digest>."""
     if not getattr(args, "snapshot", None):
         return args.set
-    from pipeline.snapshots import SnapshotError, resolve_digest
+    from components.snapshot.store import resolve_digest
 
     root = load_config(args.config, args.set).snapshots_root
     try:
@@ -133,6 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except CommandFailed as e:
+    except (CommandFailed, SnapshotError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED

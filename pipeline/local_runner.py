@@ -10,15 +10,12 @@ from typing import Optional, TextIO
 
 from tfx import v1 as tfx
 
-from pipeline.config import CommandFailed, Config, join
+from pipeline.config import Config, join
+from pipeline.errors import PipelineFailed
 from pipeline.pipeline import create_pipeline
-from pipeline.progress import run_logging
-from pipeline.report import write_report
-from pipeline.summary import RunSummary, format_summary, summarize
-
-
-class PipelineFailed(CommandFailed):
-    """A component raised; the message names it and the log file has the details."""
+from pipeline.runs.progress import run_logging
+from pipeline.runs.report import write_report
+from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
 def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:

@@ -9,11 +9,11 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data_gate import DataGate
-from components.snapshot import DATA_URI_KEY, Snapshot
+from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
-from pipeline.config import Config, resolve
-from pipeline.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
+from pipeline.config import CHANGE_EPSILON, Config, resolve
+from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
+from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 
@@ -24,6 +24,8 @@ RUN_FN = "trainer.run_fn.run_fn"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+    # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
+    # each component next to the channels it is wired to.
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest)
     # The snapshot's data dir, known only at run time; reading it makes the
@@ -115,6 +117,5 @@ def eval_config(config: Config) -> tfma.EvalConfig:
                         lower_bound={"value": config.evaluator.accuracy_lower_bound}),
                     change_threshold=tfma.GenericChangeThreshold(
                         direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        # A tiny epsilon so an equal model still passes.
-                        absolute={"value": -config.evaluator.max_accuracy_regression - 1e-10}))),
+                        absolute={"value": -config.evaluator.max_accuracy_regression - CHANGE_EPSILON}))),
         ])])

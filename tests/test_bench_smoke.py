@@ -10,9 +10,9 @@ import pytest
 
 from bench import run as bench_run
 from bench import tfx_penguin
+from bench.data_generator import COLUMNS, SOURCE_CSV, generate, load_profile, write_dataset
 from bench.measure import run_measured
 from pipeline.config import REPO_ROOT
-from pipeline.data_generator import COLUMNS, SOURCE_CSV, generate, load_profile, write_dataset
 from trainer import features
 
 ROWS = 1000

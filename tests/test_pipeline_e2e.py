@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline.local_runner import run_local
-from pipeline.summary import ACCURACY, summarize
+from pipeline.runs.summary import ACCURACY, summarize
 from trainer import features
 
 pytestmark = pytest.mark.e2e

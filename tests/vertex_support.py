@@ -27,7 +27,15 @@ def vertex_config(*overrides: str) -> Config:
 @functools.lru_cache(maxsize=None)
 def compiled_template(*overrides: str) -> Path:
     """Compile once per process and override set; compiling takes seconds."""
-    from pipeline.vertex_compile import compile_pipeline
+    from pipeline.vertex.compile import compile_pipeline
 
     out = Path(tempfile.mkdtemp(prefix="vertex-spec-")) / "pipeline.json"
     return compile_pipeline(vertex_config(*overrides), out)
+
+
+def task_executor(spec: dict, task: str) -> dict:
+    """The container spec of one task in a compiled PipelineJob JSON."""
+    pipeline_spec = spec["pipelineSpec"]
+    component = pipeline_spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
+    executor = pipeline_spec["components"][component]["executorLabel"]
+    return pipeline_spec["deploymentSpec"]["executors"][executor]["container"]

@@ -11,7 +11,8 @@ from typing import Any
 
 from tfx import v1 as tfx
 
-from pipeline.config import Config, ConfigError, join
+from pipeline.config import Config, join
+from pipeline.errors import ConfigError
 from trainer.run_fn import CONFIG_KEY
 
 

@@ -11,8 +11,8 @@ import re
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pipeline.cli import EXIT_OK
-from pipeline.config import Config, ConfigError
+from pipeline.config import Config
+from pipeline.errors import EXIT_OK, ConfigError, VertexError
 
 # (name, lowest, highest, names accepted instead of numbers)
 _MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
@@ -107,7 +107,7 @@ def create(config: Config, template: str, display_name: str, cron: str, start: s
     """Create a schedule from checked settings (see schedule_settings)."""
     from google.api_core import exceptions as gexc
 
-    from pipeline.vertex_jobs import VertexError, build_job, check_bucket, describe_api_error
+    from pipeline.vertex.client import build_job, check_bucket, describe_api_error
 
     check_bucket(config)
     # Every scheduled run uses the template compiled now; re-create the schedule after a change.
@@ -131,8 +131,8 @@ def describe(schedule) -> str:
 def cmd_schedule(config: Config, args) -> int:
     from google.api_core import exceptions as gexc
 
-    from pipeline.vertex_compile import compile_pipeline
-    from pipeline.vertex_jobs import VertexError, describe_api_error, init_client
+    from pipeline.vertex.client import describe_api_error, init_client
+    from pipeline.vertex.compile import compile_pipeline
 
     aiplatform = init_client(config, args.api_endpoint)
     if args.action == "create":

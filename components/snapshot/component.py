@@ -24,7 +24,7 @@ from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
-from pipeline import snapshots
+from components.snapshot import store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
@@ -63,7 +63,7 @@ class SnapshotDriver(base_driver.BaseDriver):
         props = execution_info.exec_properties
         result = driver_output_pb2.DriverOutput()
         result.exec_properties[FINGERPRINT].string_value = (
-            f"pinned:{props[DIGEST]}" if props.get(DIGEST) else snapshots.fingerprint(props[SOURCE_URI]))
+            f"pinned:{props[DIGEST]}" if props.get(DIGEST) else store.fingerprint(props[SOURCE_URI]))
         return result
 
 
@@ -72,11 +72,11 @@ class SnapshotExecutor(base_executor.BaseExecutor):
            exec_properties: dict[str, Any]) -> None:
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
-        manifest = (snapshots.get(root, pinned) if pinned
-                    else snapshots.create(exec_properties[SOURCE_URI], root))
-        problems = snapshots.csv_problems(manifest)
+        manifest = (store.get(root, pinned) if pinned
+                    else store.create(exec_properties[SOURCE_URI], root))
+        problems = store.csv_problems(manifest)
         if problems:
-            raise snapshots.SnapshotError(
+            raise store.SnapshotError(
                 f"snapshot {manifest.digest} of {manifest.source_uri} has malformed CSV; ExampleGen cannot read it:\n"
                 + "\n".join(f"  {p}" for p in problems))
         out = output_dict[SNAPSHOT_KEY][0]
@@ -85,7 +85,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("source_uri", manifest.source_uri)
         out.set_string_custom_property("snapshot_uri", manifest.uri)
         out.set_string_custom_property("created", manifest.created)
-        with fileio.open(os.path.join(out.uri, snapshots.MANIFEST), "w") as f:
+        with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
 

@@ -12,7 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.config import Config, ConfigError
+from pipeline.config import Config
+from pipeline.errors import EXIT_OK, ConfigError
 
 DEFAULT_OUTPUT = "output/vertex/pipeline.json"
 
@@ -37,17 +38,7 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
     return out
 
 
-def task_executor(spec: dict, task: str) -> dict:
-    """The container spec of one task in a compiled PipelineJob JSON."""
-    pipeline_spec = spec["pipelineSpec"]
-    component = pipeline_spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
-    executor = pipeline_spec["components"][component]["executorLabel"]
-    return pipeline_spec["deploymentSpec"]["executors"][executor]["container"]
-
-
 def cmd_compile(config: Config, args) -> int:
-    from pipeline.cli import EXIT_OK
-
     out = compile_pipeline(config, args.output)
     spec = json.loads(out.read_text())
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
