@@ -1,6 +1,6 @@
 # Everything the pipeline needs in an empty project: APIs, one bucket for
 # pipeline root, data and models, a Docker repository, and one service
-# account per job with only the roles that job uses (README.md, Vertex AI section).
+# account per job with only the roles that job uses (docs/vertex.md).
 
 locals {
   bucket_name = "${var.project_id}-${var.name}-pipeline"
