@@ -21,9 +21,10 @@ Source (kubeflow/pipelines, read at commit 7b70c7b, Aug 2026):
   json.Marshal: keys sorted, no spaces).
 What is *behind* a URI or a path never enters the key: a task that reads a
 mutable source through a fixed parameter is a cache hit forever once caching
-is on. That is why such tasks must be compiled with caching off, and why `aiplatform.PipelineJob(enable_caching=True|False)`,
-which overwrites every task's option (google/cloud/aiplatform/pipeline_jobs.py),
-must not be used by submit or schedule.
+is on. That is why such tasks must be compiled with caching off, and why
+`aiplatform.PipelineJob(enable_caching=True|False)`, which overwrites every
+task's option (google/cloud/aiplatform/pipeline_jobs.py), must not be used by
+submit or schedule.
 """
 
 from __future__ import annotations
