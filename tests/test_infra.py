@@ -1,5 +1,6 @@
-"""infra/: Terraform (parsed with python-hcl2, scanned by checkov), Dockerfiles,
-Cloud Build and the TF Serving manifests, checked for what production relies on."""
+"""infra/: Terraform (parsed with python-hcl2, scanned by checkov), Cloud Build
+and the TF Serving manifests, checked for what production relies on. The
+images are in test_images.py."""
 
 from __future__ import annotations
 
@@ -160,33 +161,6 @@ def test_checkov_finds_no_failed_checks():
         for skipped in report["results"]["skipped_checks"]:
             reason = skipped["check_result"].get("suppress_comment", "")
             assert len(reason) > 20, f"{kind}: {skipped['check_id']} skipped without a reason"
-
-
-@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.tpu"])
-def test_dockerfiles_pin_the_base_and_install_from_the_lock(dockerfile):
-    text = (INFRA / "docker" / dockerfile).read_text()
-    bases = re.findall(r"^FROM\s+(\S+)", text, flags=re.M)
-    assert bases
-    for base in bases:
-        assert _PINNED_IMAGE.match(base), f"{dockerfile}: base image {base!r} is not pinned by tag or digest"
-    assert re.search(r"^COPY requirements\.lock ", text, flags=re.M)
-    assert re.search(r"pip install -r requirements\.lock", text)
-    # The project itself must not pull in unpinned dependencies.
-    assert re.search(r"pip install --no-deps \.", text)
-    assert re.search(r"python:3\.10\.", text), "TFX 1.16 needs Python 3.10"
-
-
-def test_tpu_image_swaps_in_the_tpu_build_of_tf_216():
-    text = (INFRA / "docker" / "Dockerfile.tpu").read_text()
-    assert re.search(r"TENSORFLOW_TPU_VERSION=2\.16\.\d+", text)
-    assert "pip uninstall -y tensorflow" in text and "libtpu" in text
-
-
-def test_pipeline_image_serves_as_dataflow_sdk_container():
-    text = (INFRA / "docker" / "Dockerfile").read_text()
-    beam = re.search(r"apache-beam==([\d.]+)", Path("requirements.lock").read_text())[1]
-    assert f"FROM apache/beam_python3.10_sdk:{beam} AS beam" in text
-    assert 'ENTRYPOINT ["/opt/apache/beam/boot"]' in text
 
 
 def test_cloudbuild_builds_tests_compiles_and_uploads():
