@@ -183,6 +183,26 @@ def test_accounts_and_bindings_wait_for_api_enablement(tf):
     assert checked > 20
 
 
+def test_for_each_keys_are_known_before_the_first_apply(tf):
+    """Terraform refuses to plan a for_each whose keys come from attributes of
+    resources not yet created (a service account's email, say): map literals and
+    locals with fixed keys, or sets of input variables, only."""
+    for rtype, named in tf["resource"].items():
+        for name, body in named.items():
+            for_each = body.get("for_each")
+            if for_each is None or isinstance(for_each, dict):
+                continue
+            local = re.fullmatch(r"\$\{local\.(\w+)\}", for_each)
+            if local:
+                assert isinstance(tf["locals"][local[1]], dict), f"{rtype}.{name}"
+                continue
+            literals = re.fullmatch(r"\$\{toset\(local\.(\w+)\)\}", for_each)
+            if literals:
+                assert not any("${" in v for v in tf["locals"][literals[1]]), f"{rtype}.{name}"
+                continue
+            assert re.fullmatch(r"\$\{toset\(var\.\w+\)\}", for_each), f"{rtype}.{name}: for_each = {for_each}"
+
+
 def test_terraform_parses_and_is_formatted():
     """terraform's own parser; `validate` would need the provider download, which needs the network."""
     if shutil.which("terraform") is None:

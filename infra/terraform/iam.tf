@@ -96,11 +96,21 @@ resource "google_storage_bucket_iam_member" "pipeline_objects" {
 
 # Beam checks that temp_location's bucket exists, and the submitter's client
 # reads the bucket before creating a run: both need storage.buckets.get.
+# (for_each keys must be known when planning, so the accounts' emails,
+# unknown before the first apply, are values under fixed keys.)
 resource "google_storage_bucket_iam_member" "bucket_readers" {
-  for_each = toset(concat([
-    "serviceAccount:${google_service_account.pipeline.email}",
-    "serviceAccount:${google_service_account.dataflow.email}",
-  ], var.deployers))
+  for_each = {
+    pipeline = google_service_account.pipeline.email
+    dataflow = google_service_account.dataflow.email
+  }
+  bucket     = google_storage_bucket.pipeline.name
+  role       = "roles/storage.legacyBucketReader"
+  member     = "serviceAccount:${each.value}"
+  depends_on = [google_project_service.apis]
+}
+
+resource "google_storage_bucket_iam_member" "deployers_read_bucket" {
+  for_each   = toset(var.deployers)
   bucket     = google_storage_bucket.pipeline.name
   role       = "roles/storage.legacyBucketReader"
   member     = each.value
