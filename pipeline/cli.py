@@ -60,8 +60,6 @@ def _add_vertex_commands(sub) -> None:
     submit.add_argument("--wait", action="store_true", help="follow the job; exit 1 unless it succeeds")
     submit.add_argument("--poll-seconds", type=float, default=30.0)
     submit.add_argument("--job-id", help="default: <pipeline name>-<timestamp>")
-    submit.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
-                        help="override pipeline.enable_cache for this run")
     for p, name in ((compile_, "compile"), (submit, "submit"), (schedule, "schedule")):
         p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
         _add_config_args(p)
@@ -69,6 +67,9 @@ def _add_vertex_commands(sub) -> None:
         p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
     for p in (submit, schedule):
         p.add_argument("--api-endpoint", help="Vertex API endpoint, e.g. europe-west4-aiplatform.googleapis.com")
+        p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                       help="turn caching on/off for EVERY task of the run(s), overriding the compiled per-task "
+                            "rule (default: the rule; see docs/vertex.md)")
 
 
 def _vertex_command(name: str):

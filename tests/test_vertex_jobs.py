@@ -70,6 +70,12 @@ def vertex(gcs, resource_manager, monkeypatch, tmp_path):
     fake.stop()
 
 
+def caching_options(pipeline_spec: dict) -> dict[str, bool]:
+    """Task -> whether Vertex looks it up in the cache, as the spec says."""
+    return {name: task.get("cachingOptions", {}).get("enableCache", False)
+            for name, task in pipeline_spec["root"]["dag"]["tasks"].items()}
+
+
 def run(capsys, *argv) -> tuple[int, str, str]:
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -88,7 +94,7 @@ def run_process(*argv) -> tuple[int, str, str]:
 
 def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, resource_manager):
     fake, args = vertex
-    code, out, err = run_process("submit", *args, "--job-id", "penguin-run-1", "--no-cache",
+    code, out, err = run_process("submit", *args, "--job-id", "penguin-run-1",
                                  "--wait", "--poll-seconds", "0.01")
     assert code == EXIT_OK, err[-3000:]
     # aiplatform checked that the bucket belongs to the project, and was satisfied.
@@ -101,8 +107,11 @@ def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, res
     assert body["labels"] == {"app": "penguin-tpu", "env": "prod"}
     assert body["runtimeConfig"]["gcsOutputDirectory"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
     spec = body["pipelineSpec"]
-    tasks = spec["root"]["dag"]["tasks"]
-    assert "Trainer" in tasks and not any(t["cachingOptions"].get("enableCache") for t in tasks.values())
+    assert "Trainer" in spec["root"]["dag"]["tasks"]
+    # Each task's caching as compiled (cache_rule.py): Snapshot off, ExampleGen on; nothing clobbered.
+    assert caching_options(spec) == caching_options(json.loads(compiled_template().read_text())["pipelineSpec"])
+    assert caching_options(spec)["Snapshot"] is False and caching_options(spec)["CsvExampleGen"] is True
+    assert "--cache" not in err
     assert spec["deploymentSpec"] == json.loads(compiled_template().read_text())["pipelineSpec"]["deploymentSpec"]
     assert (f"https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/penguin-run-1"
             f"?project={PROJECT}") in out
@@ -206,7 +215,21 @@ def test_schedule_create_sends_cron_limits_times_and_identity(vertex, capsys):
     assert job["serviceAccount"] == SA
     assert job["labels"] == {"app": "penguin-tpu", "env": "prod"}
     assert "Trainer" in job["pipelineSpec"]["root"]["dag"]["tasks"]
+    # Every scheduled run re-reads the data: the compiled per-task caching reaches the schedule unchanged.
+    assert caching_options(job["pipelineSpec"]) == caching_options(
+        json.loads(compiled_template().read_text())["pipelineSpec"])
+    assert caching_options(job["pipelineSpec"])["Snapshot"] is False
     assert "created 1000  weekly-retraining  ACTIVE" in out
+
+
+def test_schedule_create_no_cache_overrides_every_task_and_says_so(vertex, capsys):
+    fake, args = vertex
+    code, _, err = run(capsys, "schedule", "create", *args, "--cron", "0 3 * * 1", "--no-cache")
+    assert code == EXIT_OK, err
+    [request] = fake.sent("POST", SCHEDULES + "$")
+    options = caching_options(request.body["createPipelineJobRequest"]["pipelineJob"]["pipelineSpec"])
+    assert not any(options.values())
+    assert "--no-cache turns caching off for every task" in err
 
 
 def test_schedule_lifecycle_list_pause_resume_delete(vertex, capsys):

@@ -89,7 +89,12 @@ def check_bucket(config: Config) -> None:
 
 
 def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None):
-    """The PipelineJob for a compiled template, with everything from config."""
+    """The PipelineJob for a compiled template, with everything from config.
+
+    `enable_caching` None keeps each task's compiled caching option (the rule
+    in cache_rule.py); True or False makes aiplatform overwrite every task's,
+    Snapshot's and the resolvers' included.
+    """
     from google.cloud import aiplatform
 
     try:
@@ -97,8 +102,18 @@ def build_job(config: Config, template: str, enable_caching: Optional[bool] = No
             display_name=config.pipeline.name, template_path=str(template), job_id=job_id,
             pipeline_root=config.pipeline.pipeline_root,
             parameter_values=dict(config.vertex.parameter_values) or None,
-            enable_caching=config.pipeline.enable_cache if enable_caching is None else enable_caching,
+            enable_caching=enable_caching,
             labels=dict(config.vertex.labels) or None)
     except ValueError as e:
         # e.g. a parameter value whose name the compiled pipeline does not declare.
         raise ConfigError(f"vertex.parameter_values / labels rejected: {e}") from None
+
+
+def cache_override_note(enable_caching: Optional[bool]) -> Optional[str]:
+    """What --cache / --no-cache do to the run, for stderr; None without an override."""
+    if enable_caching is None:
+        return None
+    if enable_caching:
+        return ("note: --cache turns caching on for every task, Snapshot, ImportSchemaGen and the model "
+                "resolvers included: the run may reuse an old data snapshot, schema and baseline model")
+    return "note: --no-cache turns caching off for every task: everything reruns"
