@@ -59,10 +59,12 @@ def test_trainer_task_is_a_vertex_tpu_custom_job(spec):
     pools = args["job_spec"]["worker_pool_specs"]
     assert pools == [{"machine_spec": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"},
                       "replica_count": 1,
-                      "container_spec": {"image_uri": vertex_config().vertex.trainer_image}}]
+                      "container_spec": {"image_uri": vertex_config().vertex.trainer_image, "env": [
+                          {"name": "NEXT_PLUGGABLE_DEVICE_USE_C_API", "value": "true"},
+                          {"name": "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "value": "/lib/libtpu.so"}]}}]
     assert args["job_spec"]["service_account"] == "penguin-training@my-gcp-project.iam.gserviceaccount.com"
     # The strategy follows the machine; checkpoints stay in the gs:// model_run dir.
-    assert custom["trainer"]["strategy"] == "tpu"
+    assert custom["trainer"]["strategy"] == "tpu" and custom["trainer"]["require_accelerator"] == "tpu"
     assert custom["trainer"]["checkpoint_dir"] is None
     executor = task_executor(spec, "Trainer")
     assert "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor" in executor["args"]
@@ -88,6 +90,9 @@ def test_tfx_turns_the_trainer_config_into_a_valid_custom_job(spec, tmp_path, mo
     pool = proto.job_spec.worker_pool_specs[0]
     assert pool.machine_spec.machine_type == "ct5lp-hightpu-4t" and pool.machine_spec.tpu_topology == "2x2"
     assert pool.container_spec.command[:3] == ["python", "-m", "tfx.scripts.run_executor"]
+    # The PJRT runtime variables survive into the CustomJob TFX sends.
+    assert {e.name: e.value for e in pool.container_spec.env} == {
+        "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true"}
     assert proto.labels["app"] == "penguin-tpu"
 
 
@@ -107,21 +112,30 @@ def test_beam_tasks_run_on_dataflow_with_the_pipeline_image(spec, task):
     assert not any(a.startswith("--direct_") for a in args)
 
 
-@pytest.mark.parametrize("preset,machine_spec", [
-    ("tpu_v3", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8}),
-    ("tpu_v2", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8}),
-    ("gpu", {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}),
-    ("cpu", {"machine_type": "n1-standard-8"}),
+PJRT = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true"}
+
+
+@pytest.mark.parametrize("preset,machine_spec,image,env,accelerator", [
+    ("tpu_v5e", {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}, "trainer_image", PJRT, "tpu"),
+    # v2/v3 run the StreamExecutor runtime: the PJRT variables would switch it off.
+    ("tpu_v3", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8},
+     "trainer_image", {}, "tpu"),
+    ("tpu_v2", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
+     "trainer_image", {}, "tpu"),
+    ("gpu", {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
+     "gpu_image", {}, "gpu"),
+    ("cpu", {"machine_type": "n1-standard-8"}, "pipeline_image", {}, None),
 ])
-def test_worker_pool_presets(preset, machine_spec):
+def test_worker_pool_presets(preset, machine_spec, image, env, accelerator):
     config = vertex_config(f"vertex.worker_pool.preset={preset}")
     custom = trainer_custom_config(config)
     pool = custom["ai_platform_training_args"]["job_spec"]["worker_pool_specs"][0]
     assert pool["machine_spec"] == machine_spec
-    image = pool["container_spec"]["image_uri"]
-    # Only TPU machines get the TPU build of TF.
-    assert image == (config.vertex.trainer_image if preset.startswith("tpu") else config.vertex.pipeline_image)
+    # TPU machines get the TPU build of TF, GPU machines the CUDA build.
+    assert pool["container_spec"]["image_uri"] == getattr(config.vertex, image)
+    assert {e["name"]: e["value"] for e in pool["container_spec"].get("env", [])} == env
     assert custom["trainer"]["strategy"] == ("tpu" if preset.startswith("tpu") else "default")
+    assert custom["trainer"]["require_accelerator"] == accelerator
 
 
 def test_multi_worker_gpu_pool_gets_workers_strategy_and_restart():
@@ -154,10 +168,34 @@ def test_strategy_contradicting_the_machine_is_rejected():
     ("vertex.labels={Env: prod}", r"vertex.labels.*label key"),
     ("vertex.worker_pool.extra_workers=1", r"vertex.worker_pool.*one TPU host"),
     ("vertex.worker_pool.preset=tpu_v6e", r"vertex.worker_pool.preset"),
+    # A preset never silently trains on CPU: gpu needs the CUDA image, TPUs the TPU image.
+    ("vertex.gpu_image=null", None),
+    ("vertex.trainer_image=null", r"preset tpu_v5e runs vertex.trainer_image, which is not set.*libtpu"),
+    ("vertex.worker_pool.accelerator_type=NVIDIA_TESLA_T4",
+     r"preset tpu_v5e takes no accelerator_type .*pick the preset of the machine you want"),
 ])
 def test_bad_vertex_settings_are_named(override, message):
+    if message is None:  # fine on its own; see the next test
+        vertex_config(override)
+        return
     with pytest.raises(ConfigError, match=message):
         vertex_config(override)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["vertex.worker_pool.preset=gpu", "vertex.gpu_image=null"],
+     r"preset gpu runs vertex.gpu_image, which is not set; .*no CUDA libraries.*train on CPU"),
+    (["vertex.worker_pool.preset=tpu_v3", "vertex.worker_pool.accelerator_type=NVIDIA_TESLA_V100"],
+     r"accelerator_type NVIDIA_TESLA_V100 does not fit preset tpu_v3 \(expects TPU_V3...\)"),
+    (["vertex.worker_pool.preset=cpu", "vertex.worker_pool.accelerator_count=2"], r"preset cpu takes no"),
+])
+def test_presets_refuse_machines_they_cannot_run_on(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        vertex_config(*overrides)
+    # An explicit worker_pool.image takes the preset's image's place.
+    if "vertex.gpu_image=null" in overrides:
+        image = "us-central1-docker.pkg.dev/p/penguin/custom-cuda:1"
+        assert vertex_config(*overrides, f"vertex.worker_pool.image={image}").vertex.trainer_container_image == image
 
 
 def test_dataflow_disabled_keeps_beam_in_the_step_container():

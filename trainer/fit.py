@@ -52,7 +52,7 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
     must come before anything else uses TF, and reading a vocabulary may.
     With `export_dir` None nothing is exported.
     """
-    strategy = make_strategy(cfg.strategy, cfg.tpu)
+    strategy = make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
     data = read_data()
     train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, training=True,
                                  seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
