@@ -13,7 +13,7 @@ import pytest
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from tests.vertex_support import BUCKET, PROJECT, compiled_template, task_executor, vertex_config
+from tests.vertex_support import BUCKET, DATAFLOW_SA, PROJECT, compiled_template, task_executor, vertex_config
 
 BEAM_TASKS = ["CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"]
 
@@ -105,9 +105,10 @@ def test_beam_tasks_run_on_dataflow_with_the_pipeline_image(spec, task):
         f"--temp_location=gs://{BUCKET}/root/tmp/dataflow/temp",
         f"--staging_location=gs://{BUCKET}/root/tmp/dataflow/staging",
         "--machine_type=n1-standard-4", "--max_num_workers=10",
-        f"--service_account_email={config.vertex.service_account}",
+        f"--service_account_email={DATAFLOW_SA}",
         f"--sdk_container_image={config.vertex.pipeline_image}", "--experiments=use_runner_v2",
-        "--no_use_public_ips", "--labels=env=prod"}
+        "--no_use_public_ips", "--subnetwork=regions/us-central1/subnetworks/penguin-dataflow",
+        "--labels=env=prod"}
     assert expected <= set(args)
     assert not any(a.startswith("--direct_") for a in args)
 
@@ -211,6 +212,26 @@ def test_dataflow_options_reach_the_args():
     assert "--no_use_public_ips" not in args
     assert "--subnetwork=regions/us-central1/subnetworks/private" in args
     assert args[-1] == "--number_of_worker_harness_threads=4"
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["dataflow.subnetwork=null"], r"dataflow.use_public_ips is false but no dataflow.subnetwork is set: "
+                                   r"workers without public IPs reach .* only through Private Google Access"),
+    (["dataflow.service_account=null"], r"dataflow.service_account is required: .*roles/dataflow.worker"),
+    (["dataflow.subnetwork=regions/europe-west4/subnetworks/penguin-dataflow"],
+     r"dataflow.subnetwork .* is not in vertex.region 'us-central1'"),
+])
+def test_dataflow_settings_that_would_fail_every_job_are_rejected(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        vertex_config(*overrides)
+
+
+def test_public_ips_need_no_subnetwork_and_terraforms_self_link_is_accepted():
+    assert "--subnetwork" not in " ".join(beam_pipeline_args(vertex_config(
+        "dataflow.subnetwork=null", "dataflow.use_public_ips=true")))
+    link = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/subnetworks/penguin-dataflow"
+    config = vertex_config(f"dataflow.subnetwork={link}")
+    assert config.dataflow.subnetwork_parts(PROJECT) == (PROJECT, "us-central1", "penguin-dataflow")
 
 
 def test_dataflow_without_vertex_is_rejected():

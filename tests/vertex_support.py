@@ -14,14 +14,15 @@ from pipeline.config import Config, load_config  # noqa: E402
 VERTEX_YAML = "configs/vertex.yaml"
 BUCKET = "penguin-test-bucket"
 PROJECT = "test-project"
+PIPELINE_SA = f"penguin-pipeline@{PROJECT}.iam.gserviceaccount.com"
+DATAFLOW_SA = f"penguin-dataflow@{PROJECT}.iam.gserviceaccount.com"
 
 
 def vertex_config(*overrides: str) -> Config:
     """configs/vertex.yaml in a test project and bucket."""
-    sa = f"penguin-pipeline@{PROJECT}.iam.gserviceaccount.com"
     return load_config(VERTEX_YAML, [
         f"vertex.project={PROJECT}", f"pipeline.root=gs://{BUCKET}/root",
-        f"vertex.service_account={sa}", f"dataflow.service_account={sa}", *overrides])
+        f"vertex.service_account={PIPELINE_SA}", f"dataflow.service_account={DATAFLOW_SA}", *overrides])
 
 
 @functools.lru_cache(maxsize=None)

@@ -27,8 +27,8 @@ _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _MACHINE_RE = re.compile(r"^[a-z0-9-]{1,64}$")
 _ACCELERATOR_RE = re.compile(r"^[A-Z0-9_]{1,64}$")
 _TOPOLOGY_RE = re.compile(r"^[0-9]+x[0-9]+(x[0-9]+)?$")
-_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-z0-9-]+/)?"
-                        r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$")
+_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/(?P<project>[a-z0-9-]+)/)?"
+                        r"regions/(?P<region>[a-z0-9-]+)/subnetworks/(?P<name>[a-z0-9-]+)$")
 
 
 def _check(regex: re.Pattern, value: str, what: str) -> str:
@@ -153,8 +153,38 @@ class DataflowSection(Section):
     machine_type: MachineType = "n1-standard-4"
     max_num_workers: int = Field(10, ge=1, le=1000)
     disk_size_gb: int = Field(50, ge=10, le=65536)
-    # Empty: vertex.service_account.
+    # The workers' own account (infra/terraform output dataflow_service_account:
+    # roles/dataflow.worker, bucket and registry access); the pipeline's
+    # account launches the jobs and acts as this one.
     service_account: Optional[ServiceAccount] = None
-    # Full subnetwork URL or regions/REGION/subnetworks/NAME; empty: the default network.
+    # Full subnetwork URL or regions/REGION/subnetworks/NAME (infra/terraform
+    # output dataflow_subnetwork), in vertex.region.
     subnetwork: Optional[Subnetwork] = None
     use_public_ips: bool = False
+
+    def check_workers(self, region: str) -> None:
+        """Settings with which every Dataflow job would fail; run by Config once it knows vertex is set."""
+        if not self.enabled:
+            return
+        if self.service_account is None:
+            raise ValueError("dataflow.service_account is required: the account the Dataflow workers run as, "
+                             "with roles/dataflow.worker (infra/terraform output dataflow_service_account)")
+        if not self.use_public_ips and self.subnetwork is None:
+            raise ValueError(
+                "dataflow.use_public_ips is false but no dataflow.subnetwork is set: workers without public IPs "
+                "reach Cloud Storage, Artifact Registry and Google APIs only through Private Google Access, which the "
+                "default network's subnets have off, so every Dataflow step would fail (Dataflow docs, "
+                "'Configure internet access and firewall rules'); set dataflow.subnetwork to a subnetwork with "
+                "Private Google Access and a firewall rule for TCP 12345-12346 between workers "
+                "(infra/terraform output dataflow_subnetwork), or use_public_ips: true")
+        subnet = self.subnetwork_parts("")
+        if subnet and subnet[1] != region:
+            raise ValueError(f"dataflow.subnetwork {self.subnetwork!r} is not in vertex.region {region!r}, "
+                             "where the Dataflow jobs run")
+
+    def subnetwork_parts(self, default_project: str) -> Optional[tuple[str, str, str]]:
+        """(project, region, name) of dataflow.subnetwork; the short form is in `default_project`."""
+        if self.subnetwork is None:
+            return None
+        m = _SUBNET_RE.match(self.subnetwork)
+        return m["project"] or default_project, m["region"], m["name"]
