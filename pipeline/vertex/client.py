@@ -25,20 +25,27 @@ def init_client(config: Config, api_endpoint: Optional[str] = None):
         raise ConfigError("this command needs a vertex section in the config (see configs/vertex.yaml)")
     from google.cloud import aiplatform
 
-    credentials = None
-    if api_endpoint:
-        url = urlparse(api_endpoint if "://" in api_endpoint else f"https://{api_endpoint}")
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ConfigError(f"--api-endpoint {api_endpoint!r}: expected host[:port] or http(s)://host[:port]")
-        if url.scheme == "http":
-            if url.hostname not in _LOCAL_HOSTS:
-                raise ConfigError(f"--api-endpoint {api_endpoint!r}: plain http is only allowed to a local emulator")
-            from google.auth.credentials import AnonymousCredentials
-
-            credentials = AnonymousCredentials()
-    aiplatform.init(project=config.vertex.project, location=config.vertex.region, credentials=credentials,
+    aiplatform.init(project=config.vertex.project, location=config.vertex.region,
+                    credentials=endpoint_credentials(api_endpoint, "--api-endpoint"),
                     api_endpoint=api_endpoint, api_transport="rest")
     return aiplatform
+
+
+def endpoint_credentials(endpoint: Optional[str], flag: str):
+    """Anonymous credentials for a plain-http local emulator, None (ADC) otherwise;
+    plain http anywhere else is refused, so no token travels unencrypted."""
+    if not endpoint:
+        return None
+    url = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(f"{flag} {endpoint!r}: expected host[:port] or http(s)://host[:port]")
+    if url.scheme == "https":
+        return None
+    if url.hostname not in _LOCAL_HOSTS:
+        raise ConfigError(f"{flag} {endpoint!r}: plain http is only allowed to a local emulator")
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()
 
 
 def describe_api_error(e: Exception, action: str, config: Config, needs: Optional[str] = None) -> str:

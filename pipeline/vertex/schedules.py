@@ -136,12 +136,14 @@ def cmd_schedule(config: Config, args) -> int:
 
     from pipeline.vertex.client import cache_override_note, describe_api_error, init_client
     from pipeline.vertex.compile import compile_pipeline
+    from pipeline.vertex.preflight import ensure
 
     aiplatform = init_client(config, args.api_endpoint)
     if args.action == "create":
         # Checked before the compile, which takes seconds.
         cron, start, end = schedule_settings(args.cron, args.start_time, args.end_time,
                                              args.max_concurrent_runs, args.max_run_count)
+        ensure(config, args.preflight_endpoint, args.skip_preflight)
         template = compile_pipeline(config, args.output)
         if note := cache_override_note(args.cache):
             print(note, file=sys.stderr)

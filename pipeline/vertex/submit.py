@@ -1,6 +1,6 @@
-"""`python -m pipeline submit`: compile, check the bucket, start a Vertex AI
-PipelineJob, and optionally follow it to the end (client set-up and errors:
-client.py).
+"""`python -m pipeline submit`: preflight, compile, check the bucket, start a
+Vertex AI PipelineJob, and optionally follow it to the end (client set-up and
+errors: client.py; the checks: preflight.py).
 """
 
 from __future__ import annotations
@@ -72,8 +72,10 @@ def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
 
 def cmd_submit(config: Config, args) -> int:
     from pipeline.vertex.compile import compile_pipeline
+    from pipeline.vertex.preflight import ensure
 
     init_client(config, args.api_endpoint)
+    ensure(config, args.preflight_endpoint, args.skip_preflight)
     template = compile_pipeline(config, args.output)
     if note := cache_override_note(args.cache):
         print(note, file=sys.stderr)
