@@ -185,6 +185,8 @@ class Config(Section):
                 f"trainer.train_steps ({self.trainer.train_steps})")
         if self.dataflow is not None and self.dataflow.enabled and self.vertex is None:
             raise ValueError("dataflow needs a vertex section (project, region, image, service account)")
+        if self.dataflow is not None and self.vertex is not None:
+            self.dataflow.check_workers(self.vertex.region)
         if self.vertex is not None:
             # Vertex workers see only GCS: a local path would be the compiling machine's.
             for field, value in (("pipeline.root", self.pipeline.root), ("data.input_dir", self.data.input_dir),

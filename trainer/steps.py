@@ -104,10 +104,11 @@ def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
 
     @tf.autograph.experimental.do_not_convert
     def eval_replica(batch):
-        features, labels = batch
+        # Padding rows (trainer/data.py) weigh 0: the metrics cover exactly the real rows.
+        features, labels, weights = batch
         logits = model(features, training=False)
-        eval_loss.update_state(per_example_loss(labels, logits))
-        eval_acc.update_state(labels, logits)
+        eval_loss.update_state(per_example_loss(labels, logits), sample_weight=weights)
+        eval_acc.update_state(labels, logits, sample_weight=weights)
 
     @tf.function
     def evaluate():

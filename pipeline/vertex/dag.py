@@ -13,6 +13,7 @@ from tfx import v1 as tfx
 
 from pipeline.config import Config, join
 from pipeline.errors import ConfigError
+from pipeline.vertex.presets import env_list
 from trainer.run_fn import CONFIG_KEY
 
 
@@ -39,6 +40,8 @@ def trainer_custom_config(config: Config) -> dict[str, Any]:
     # so a preempted job resumes, while a new pipeline run starts afresh.
     trainer = config.trainer.model_dump()
     trainer["strategy"] = trainer_strategy(config)
+    # The trainer refuses to start without the accelerator the preset pays for.
+    trainer["require_accelerator"] = vertex.worker_pool.spec.accelerator
     job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(config)}
     if vertex.training_service_account:
         job_spec["service_account"] = vertex.training_service_account
@@ -54,9 +57,13 @@ def trainer_custom_config(config: Config) -> dict[str, Any]:
 
 
 def worker_pool_specs(config: Config) -> list[dict[str, Any]]:
+    """The CustomJob's pools in the proto's snake_case, which TFX's Vertex client passes on
+    unchanged apart from the container command; the runtime environment is the preset's."""
     pool = config.vertex.worker_pool
-    chief = {"machine_spec": pool.machine_spec, "replica_count": 1,
-             "container_spec": {"image_uri": config.vertex.trainer_container_image}}
+    container: dict[str, Any] = {"image_uri": config.vertex.trainer_container_image}
+    if pool.spec.env:
+        container["env"] = env_list(pool.spec.env)
+    chief = {"machine_spec": pool.machine_spec, "replica_count": 1, "container_spec": container}
     specs = [chief]
     if pool.extra_workers:
         specs.append({**chief, "replica_count": pool.extra_workers})
