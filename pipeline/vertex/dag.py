@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx import v1 as tfx
+from tfx.components import Trainer
 
 from pipeline.config import Config, join
 from pipeline.errors import ConfigError
@@ -18,7 +18,7 @@ from trainer.run_fn import CONFIG_KEY
 
 def trainer_class(config: Config) -> type:
     """TFX's Vertex training extension runs the same run_fn inside a CustomJob."""
-    return _vertex_extension().Trainer if config.vertex else tfx.components.Trainer
+    return _vertex_extension().Trainer if config.vertex else Trainer
 
 
 def _vertex_extension():
