@@ -8,7 +8,8 @@ from typing import Optional
 # TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
 # BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
 import tensorflow_model_analysis as tfma
-from tfx.components import CsvExampleGen, Evaluator, ExampleValidator, Pusher, SchemaGen, StatisticsGen
+from tensorflow_model_analysis import constants as tfma_constants
+from tfx.components import CsvExampleGen, ExampleValidator, Pusher, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
@@ -18,6 +19,7 @@ from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components.data_gate import DataGate
+from components.evaluator import EagerMetricsEvaluator
 from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import CHANGE_EPSILON, Config, resolve
@@ -62,7 +64,9 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         preprocessing_fn=PREPROCESSING_FN,
         # StatisticsGen already describes the raw data; skipping Transform's own
         # pre/post-transform statistics saves a full pass over the data.
-        disable_statistics=True).with_id("Transform")
+        disable_statistics=True,
+        # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
+        disable_analyzer_cache=True).with_id("Transform")
     transform.add_upstream_node(data_gate)
 
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
@@ -83,11 +87,11 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
 
-    evaluator = Evaluator(
+    evaluator = EagerMetricsEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config))
+        eval_config=eval_config(config)).with_id("Evaluator")
 
     pusher = Pusher(
         model=trainer.outputs["model"],
@@ -112,6 +116,8 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     """Accuracy must clear an absolute bar and not regress against the last blessed model."""
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
+            # Said, not probed: left open, TFMA loads each model once more just to find its type.
+            model_type=tfma_constants.TF_GENERIC,
             signature_name=SERVING_SIGNATURE,
             preprocessing_function_names=[TRANSFORM_SIGNATURE],
             label_key=features.LABEL_XF,
