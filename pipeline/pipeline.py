@@ -11,12 +11,9 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis import constants as tfma_constants
 from tfx.components import CsvExampleGen, ExampleValidator, Pusher, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
-from tfx.dsl.components.common.resolver import Resolver
-from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
-from tfx.types import Channel, standard_artifacts
 
 from components.data_gate import DataGate
 from components.evaluator import EagerMetricsEvaluator
@@ -24,7 +21,7 @@ from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import CHANGE_EPSILON, Config, resolve
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
+from pipeline.vertex.dag import beam_pipeline_args, make_baseline_resolver, trainer_class, trainer_custom_config
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 
@@ -81,11 +78,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         eval_args=trainer_pb2.EvalArgs(num_steps=None),
         custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
 
-    baseline_resolver = Resolver(
-        strategy_class=LatestBlessedModelStrategy,
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
+        "latest_blessed_model_resolver")
 
     evaluator = EagerMetricsEvaluator(
         examples=example_gen.outputs["examples"],

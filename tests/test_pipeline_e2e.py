@@ -88,6 +88,10 @@ def test_second_run_is_served_from_cache(pipeline_run):
     config, first, _ = pipeline_run
     second = run_local(config, stream=io.StringIO())
     states = {c.name: c.state for c in second.components}
-    for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer"):
+    # Nothing changed, so nothing runs again: the Evaluator's baseline is still the
+    # previous blessed model (none), not the cached candidate itself, and no new version is pushed.
+    for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator", "Pusher"):
         assert states[name] == "cached", states
+    assert second.pushed_path == first.pushed_path
+    assert os.listdir(config.pipeline.serving_dir) == [first.pushed_version]
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id
