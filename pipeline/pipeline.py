@@ -29,6 +29,7 @@ from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
+BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipeline:
@@ -79,7 +80,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
 
     baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
-        "latest_blessed_model_resolver")
+        BASELINE_RESOLVER_ID)
 
     evaluator = EagerMetricsEvaluator(
         examples=example_gen.outputs["examples"],
