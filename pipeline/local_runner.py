@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from tfx import v1 as tfx
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from pipeline.config import Config, join
 from pipeline.errors import PipelineFailed
@@ -31,7 +31,7 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
     with run_logging(log_file, stream) as progress:
         try:
-            tfx.orchestration.LocalDagRunner().run(pipeline)
+            LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
             # What did run, and the data gate's anomalies if it stopped the run.
