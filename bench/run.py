@@ -29,17 +29,17 @@ from pathlib import Path
 
 import psutil
 
-from bench import taxi, tfx_penguin
+from bench import local, taxi, tfx_penguin
+from bench.data_generator import write_dataset
 from bench.measure import run_measured
-from bench.side_by_side import CONFIG_FILE, component_table, components, our_command
+from bench.results_md import markdown
+from bench.side_by_side import CONFIG_FILE, components, our_command
 from bench.side_by_side import ENV as _ENV
 from bench.side_by_side import check as _check
-from bench.side_by_side import md as _md
 from pipeline.config import REPO_ROOT, load_config, resolve
-from pipeline.data_generator import write_dataset
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-LOCAL_TARGET_RATIO = 0.3      # our wall time <= 0.3x the TFX example's
+LOCAL_TARGET_RATIO = 0.25     # our wall time <= 0.25x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
 # Below this many rows Beam's worker start-up costs more than it saves.
@@ -54,13 +54,15 @@ def beam_settings(rows: int) -> list[str]:
     return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
 
 
-def bench_local(work: Path, repeat: int = 1) -> dict:
+def bench_local(work: Path, repeat: int = 1, before: Path | None = None) -> dict:
     """Ours and theirs alternately, `repeat` times each; the fastest of each side
-    counts, which is the fairest figure on a machine shared with other work."""
+    counts, which is the fairest figure on a machine shared with other work. Each
+    round also times a no-change rerun and, with `before`, the same run from that
+    checkout (bench/local.py)."""
     data_root = work / "tfx-data"
     config = load_config(CONFIG_FILE)
     tfx_penguin.write_example_data(next(Path(resolve(config.data.input_dir)).glob("*.csv")), data_root)
-    ours_runs, theirs_runs = [], []
+    ours_runs, theirs_runs, reruns, before_runs = [], [], [], []
     for i in range(repeat):
         ours_root = work / f"ours-{i}"
         ours = run_measured(our_command(str(ours_root)), str(work / f"ours-{i}.log"), env=_ENV, cwd=REPO_ROOT)
@@ -75,13 +77,41 @@ def bench_local(work: Path, repeat: int = 1) -> dict:
         theirs_runs.append(components(theirs, tfx_penguin.paths(str(theirs_root))["metadata_path"],
                                       tfx_penguin.PIPELINE_NAME))
         print(f"  round {i + 1}: ours {ours.wall_seconds:.1f}s, theirs {theirs.wall_seconds:.1f}s", flush=True)
+        if before:
+            before_runs.append(_before_run(work, i, before))
+        reruns.append(_rerun(work, i))
     best_ours = min(ours_runs, key=lambda r: r["wall_seconds"])
     best_theirs = min(theirs_runs, key=lambda r: r["wall_seconds"])
     ratio = best_ours["wall_seconds"] / best_theirs["wall_seconds"]
-    return {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
-            "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
-                                 "theirs": [r["wall_seconds"] for r in theirs_runs]},
-            "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO}
+    result = {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
+              "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
+                                   "theirs": [r["wall_seconds"] for r in theirs_runs]},
+              "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO,
+              "rerun": local.summarise_reruns(reruns)}
+    if before:
+        result["before_after"] = local.before_after(before_runs, best_ours, before)
+    return result
+
+
+def _rerun(work: Path, i: int) -> dict:
+    root = work / f"rerun-{i}"
+    config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
+    r = local.rerun(our_command(str(root), ["pipeline.enable_cache=true"]), str(work / f"rerun-{i}"), _ENV,
+                    REPO_ROOT, lambda m: components(m, config.pipeline.metadata_path, config.pipeline.name))
+    print(f"  round {i + 1}: rerun {r['wall_seconds']:.1f}s, imports alone {r['imports_wall_seconds']:.1f}s",
+          flush=True)
+    return r
+
+
+def _before_run(work: Path, i: int, checkout: Path) -> dict:
+    root = work / f"before-{i}"
+    env = {**_ENV, "PYTHONPATH": str(checkout)}
+    measured = run_measured(local.before_command(checkout, str(root)), str(work / f"before-{i}.log"), env=env,
+                            cwd=checkout)
+    _check(measured, f"the run from {checkout}")
+    config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
+    print(f"  round {i + 1}: before {measured.wall_seconds:.1f}s", flush=True)
+    return components(measured, config.pipeline.metadata_path, config.pipeline.name)
 
 
 def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
@@ -162,67 +192,6 @@ def merge_results(path: Path, new: dict) -> dict:
     return {**old, **new}
 
 
-def markdown(r: dict) -> str:
-    lines = [f"# Benchmarks {r.get('date', '')}", ""]
-    m = r.get("machine", {})
-    lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
-              "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
-    if "local" in r:
-        loc = r["local"]
-        lines += ["## 1. Local end to end: this pipeline vs TFX's penguin example", "", _when(loc), "",
-                  f"Wall time (fresh process, imports included): ours {loc['ours']['wall_seconds']:.1f}s, "
-                  f"theirs {loc['theirs']['wall_seconds']:.1f}s, **ratio {loc['ratio']:.2f}x** "
-                  f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
-                  f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
-                  f"{loc.get('all_wall_seconds')}.", "",
-                  *component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
-    if "trainer" in r:
-        t = r["trainer"]
-        lines += ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
-        if "skipped" in t or "failed" in t:
-            lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
-        else:
-            lines += ["```", t.get("text") or json.dumps(t, indent=2), "```", ""]
-    if "scale" in r:
-        s = r["scale"]
-        sizes = sorted(s["runs"], key=int)
-        lines += ["## 3. Scale: generated data through the full pipeline", "", _when(s), "",
-                  "| component | " + " | ".join(f"{n} rows s (peak MB)" for n in sizes)
-                  + (" | growth |" if "growth" in s else " |"),
-                  "|---|" + "---:|" * (len(sizes) + ("growth" in s))]
-        names = list(dict.fromkeys(n for size in sizes for n in s["runs"][size]["components"]))
-        for n in names:
-            cells = []
-            for size in sizes:
-                c = s["runs"][size]["components"].get(n, {})
-                cells.append(f"{_md(c.get('seconds'))} ({_md(c.get('peak_rss_mb'))})")
-            growth = f" | {_md(s.get('growth', {}).get(n))}" if "growth" in s else ""
-            lines.append(f"| {n} | " + " | ".join(cells) + growth + " |")
-        lines.append("| *wall (process)* | " + " | ".join(
-            f"{s['runs'][size]['wall_seconds']:.1f} ({_md(s['runs'][size]['peak_rss_mb'])})" for size in sizes)
-            + (f" | {s['total_growth']} |" if "growth" in s else " |"))
-        lines.append("")
-        lines.append("Beam: " + "; ".join(f"{size} rows: {' '.join(s['runs'][size]['beam'])}" for size in sizes))
-        if "growth" in s:
-            lines.append(f"Rows grew {s['row_ratio']:.0f}x. Components growing faster than the rows: "
-                         f"{', '.join(s['superlinear']) or 'none'}.")
-        largest = max(sizes, key=int)
-        lines.append(f"Largest ({largest} rows) took {s['runs'][largest]['wall_seconds'] / 60:.1f} min "
-                     f"(target <= {s['target_seconds'] / 60:.0f} min: "
-                     f"{'met' if s['largest_within_target'] else 'NOT met'}).")
-        lines.append("")
-    if "taxi" in r:
-        lines += taxi.markdown(r["taxi"], _when(r["taxi"]))
-    return "\n".join(lines)
-
-
-def _when(part: dict) -> str:
-    if "measured_at" not in part:
-        return "(run time and load not recorded)"
-    load = part["load_average"]
-    return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
-
-
 def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(s.replace("_", "")) for s in text.replace(",", " ").split()]
@@ -243,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="local comparison rounds; the fastest of each side counts")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
     parser.add_argument("--keep", action="store_true", help="keep the runs' output directories")
+    parser.add_argument("--before", metavar="CHECKOUT", type=Path,
+                        help="also run an earlier checkout (with its .venv) in each local round: before/after table")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    before = local.check_before(args.before) if args.before else None
     # Reading results back through TFMA logs deprecation warnings; they aren't ours to fix.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
@@ -258,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                        env={**os.environ, **_ENV}, check=True, capture_output=True)
         if "local" not in args.skip:
             print("local: our pipeline, then TFX's penguin example ...", flush=True)
-            results["local"] = _stamped(bench_local, work, args.repeat)
+            results["local"] = _stamped(bench_local, work, args.repeat, before)
             print(f"  ratio {results['local']['ratio']:.2f}x", flush=True)
         if "trainer" not in args.skip:
             print("trainer: custom loop vs model.fit ...", flush=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.measure import Measured
 from pipeline.config import REPO_ROOT
-from pipeline.summary import summarize
+from pipeline.runs.summary import ACCURACY, summarize
 
 ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
@@ -33,7 +33,7 @@ def components(measured: Measured, metadata_path: str, pipeline_name: str) -> di
             # Process start, imports, pipeline compilation and the summary.
             "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
             "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
-            "accuracy": summary.metrics.get("sparse_categorical_accuracy"), "blessed": summary.blessed,
+            "accuracy": summary.metrics.get(ACCURACY), "blessed": summary.blessed,
             "log": measured.log_file}
 
 

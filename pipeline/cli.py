@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.config import CommandFailed, ConfigError, load_config
-from pipeline.vertex_compile import DEFAULT_OUTPUT
-
-# Exit codes a scheduler or CI can act on.
-EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
+from components.snapshot.store import SnapshotError
+from pipeline.config import load_config
+from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
+from pipeline.vertex.compile import DEFAULT_OUTPUT
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_vertex_commands(sub) -> None:
     compile_ = sub.add_parser("compile", help="write the Vertex AI PipelineJob JSON (no cloud access)")
+    preflight = sub.add_parser("preflight", help="check the GCP project is ready for a run (one line per check)")
     submit = sub.add_parser("submit", help="compile and submit to Vertex AI Pipelines")
     schedule = sub.add_parser("schedule", help="manage scheduled runs on Vertex AI Pipelines")
     schedule.add_argument("action", choices=["create", "list", "pause", "resume", "delete"])
@@ -68,22 +68,29 @@ def _add_vertex_commands(sub) -> None:
     submit.add_argument("--wait", action="store_true", help="follow the job; exit 1 unless it succeeds")
     submit.add_argument("--poll-seconds", type=float, default=30.0)
     submit.add_argument("--job-id", help="default: <pipeline name>-<timestamp>")
-    submit.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
-                        help="override pipeline.enable_cache for this run")
-    for p, name in ((compile_, "compile"), (submit, "submit"), (schedule, "schedule")):
+    for p, name in ((compile_, "compile"), (preflight, "preflight"), (submit, "submit"), (schedule, "schedule")):
         p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
         _add_config_args(p)
         p.set_defaults(config="configs/vertex.yaml")
-        p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+        if p is not preflight:
+            p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+    for p in (preflight, submit, schedule):
+        p.add_argument("--preflight-endpoint", metavar="URL",
+                       help="send the preflight's Google API calls to this local emulator (tests)")
+    for p in (submit, schedule):
+        p.add_argument("--skip-preflight", action="store_true", help="don't run the preflight checks first")
     for p in (submit, schedule):
         p.add_argument("--api-endpoint", help="Vertex API endpoint, e.g. europe-west4-aiplatform.googleapis.com")
+        p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                       help="turn caching on/off for EVERY task of the run(s), overriding the compiled per-task "
+                            "rule (default: the rule; see docs/vertex.md)")
 
 
 def _vertex_command(name: str):
     # Imported on demand: the Vertex client libraries are slow to import and local runs don't need them.
-    from pipeline import schedules, vertex_compile, vertex_jobs
+    from pipeline.vertex import compile, preflight, schedules, submit
 
-    return {"compile": vertex_compile.cmd_compile, "submit": vertex_jobs.cmd_submit,
+    return {"compile": compile.cmd_compile, "preflight": preflight.cmd_preflight, "submit": submit.cmd_submit,
             "schedule": schedules.cmd_schedule}[name]
 
 
@@ -95,7 +102,7 @@ def cmd_run(config, args) -> int:
 
 
 def cmd_report(config, args) -> int:
-    from pipeline.report import write_report
+    from pipeline.runs.report import write_report
 
     try:
         print(write_report(config, args.run))
@@ -105,7 +112,7 @@ def cmd_report(config, args) -> int:
 
 
 def cmd_snapshots(config, args) -> int:
-    from pipeline.snapshots import format_list, list_snapshots
+    from components.snapshot.store import format_list, list_snapshots
 
     print(format_list(list_snapshots(config.snapshots_root)))
     return EXIT_OK
@@ -113,7 +120,7 @@ def cmd_snapshots(config, args) -> int:
 
 def cmd_schema(config, args) -> int:
     from pipeline.config import resolve
-    from pipeline.dataset import infer_schema
+    from pipeline.data.schema_infer import infer_schema
 
     output = resolve(args.output or config.data.schema_file or f"schema/{config.pipeline.name}.pbtxt")
     path, resolved = infer_schema(config, output, force=args.force)
@@ -124,7 +131,7 @@ def cmd_schema(config, args) -> int:
 
 
 def cmd_lineage(config, args) -> int:
-    from pipeline.lineage import cmd_lineage
+    from pipeline.runs.lineage import cmd_lineage
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK
@@ -134,7 +141,7 @@ def _pin_snapshot(args) -> list[str]:
     """--snapshot <prefix> becomes --set snapshot.digest=<full digest>."""
     if not getattr(args, "snapshot", None):
         return args.set
-    from pipeline.snapshots import SnapshotError, resolve_digest
+    from components.snapshot.store import resolve_digest
 
     root = load_config(args.config, args.set).snapshots_root
     try:
@@ -152,6 +159,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except CommandFailed as e:
+    except (CommandFailed, SnapshotError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED

@@ -3,7 +3,8 @@
 A YAML file (configs/*.yaml) gives the values, `--set section.key=value`
 overrides them, and pydantic rejects anything unknown or out of range before a
 single component runs. Paths and names are validated here because they end up
-in file-system calls, GCS object names and Vertex resource names.
+in file-system calls, GCS object names and Vertex resource names; the `vertex`
+and `dataflow` sections and their validated strings are in pipeline/vertex/config.py.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from components.missing_values import DEFAULT_TOKENS
+from components.snapshot.missing_values import DEFAULT_TOKENS
+from components.snapshot.store import DIGEST_RE
+from pipeline.errors import ConfigError
+from pipeline.vertex.config import DataflowSection, VertexSection
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.feature_config import FeatureConfig
 
@@ -24,14 +28,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Vertex pipeline names and TFX pipeline names must satisfy both services.
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the field and what is accepted."""
-
-
-class CommandFailed(RuntimeError):
-    """A command could not do its job; the message says what and where. The CLI exits 1."""
 
 
 class PipelineSection(Section):
@@ -114,6 +110,9 @@ class BeamSection(Section):
             f"--requirements_file={REPO_ROOT / 'requirements.lock'}",
             f"--direct_running_mode={self.direct_running_mode}",
             f"--direct_num_workers={self.direct_num_workers}",
+            # Construction-time checks of TFX's and TFT's own Beam graphs (a few
+            # thousand transforms in Transform), not of our data: ~10% of their CPU.
+            "--no_pipeline_type_check",
             *self.extra_args,
         ]
 
@@ -135,127 +134,9 @@ class EvaluatorSection(Section):
         return self
 
 
-# Vertex AI worker-pool machines for the Trainer. TPU v5e is a TPU VM
-# (topology, no accelerator fields); v2/v3 use the legacy "cloud-tpu" machine.
-WORKER_POOL_PRESETS: dict[str, dict[str, Any]] = {
-    "tpu_v5e": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"},
-    "tpu_v3": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8},
-    "tpu_v2": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
-    "gpu": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
-    "cpu": {"machine_type": "n1-standard-8"},
-}
-
-_PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]$")
-_SA_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]@[a-z][a-z0-9-]{4,28}[a-z0-9]\.iam\.gserviceaccount\.com$")
-# registry/path:tag or registry/path@sha256:digest; no tag, or the moving :latest, is unpinned.
-_IMAGE_RE = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)+"
-                       r"(:(?!latest$)[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
-_LABEL_KEY_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_MACHINE_RE = re.compile(r"^[a-z0-9-]{1,64}$")
-_ACCELERATOR_RE = re.compile(r"^[A-Z0-9_]{1,64}$")
-_TOPOLOGY_RE = re.compile(r"^[0-9]+x[0-9]+(x[0-9]+)?$")
-_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-z0-9-]+/)?"
-                        r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$")
-
-
-def _check(regex: re.Pattern, value: str, what: str) -> str:
-    if not regex.match(value):
-        raise ValueError(f"{value!r} is not a valid {what}")
-    return value
-
-
-def _matching(regex: re.Pattern, what: str) -> Any:
-    """A str type that only accepts values matching `regex`; the error says what was expected."""
-    return Annotated[str, AfterValidator(lambda v: _check(regex, v, what))]
-
-
-ProjectId = _matching(_PROJECT_RE, "GCP project id (6-30 chars: lower-case letters, digits, '-')")
-Region = _matching(_REGION_RE, "GCP region (e.g. us-central1)")
-Image = _matching(_IMAGE_RE, "container image pinned by tag or digest (registry/path:tag or @sha256:...)")
-ServiceAccount = _matching(_SA_RE, "service account email (name@project.iam.gserviceaccount.com)")
-MachineType = _matching(_MACHINE_RE, "machine type (e.g. n1-standard-8)")
-AcceleratorType = _matching(_ACCELERATOR_RE, "accelerator type (e.g. NVIDIA_TESLA_T4, TPU_V3)")
-TpuTopology = _matching(_TOPOLOGY_RE, "TPU topology (e.g. 2x2)")
-Subnetwork = _matching(_SUBNET_RE, "subnetwork (regions/REGION/subnetworks/NAME)")
-
-
-class WorkerPoolSection(Section):
-    """The Trainer's Vertex AI CustomJob machines: a preset, optionally adjusted."""
-    preset: Literal["tpu_v5e", "tpu_v3", "tpu_v2", "gpu", "cpu"] = "tpu_v5e"
-    machine_type: Optional[MachineType] = None
-    accelerator_type: Optional[AcceleratorType] = None
-    accelerator_count: Optional[int] = Field(None, ge=1, le=64)
-    tpu_topology: Optional[TpuTopology] = None
-    # Extra workers (workerpool1) for MultiWorkerMirroredStrategy; TF on
-    # Vertex TPUs is single-host, so TPU presets take none.
-    extra_workers: int = Field(0, ge=0, le=64)
-    # Empty: vertex.trainer_image (the TPU variant) for TPU presets, else vertex.pipeline_image.
-    image: Optional[Image] = None
-
-    @model_validator(mode="after")
-    def _tpu_single_host(self) -> "WorkerPoolSection":
-        if self.is_tpu and self.extra_workers:
-            raise ValueError(f"preset {self.preset} runs on one TPU host; extra_workers must be 0")
-        return self
-
-    @property
-    def is_tpu(self) -> bool:
-        return self.preset.startswith("tpu_")
-
-    @property
-    def machine_spec(self) -> dict[str, Any]:
-        spec = dict(WORKER_POOL_PRESETS[self.preset])
-        for key in ("machine_type", "accelerator_type", "accelerator_count", "tpu_topology"):
-            if getattr(self, key) is not None:
-                spec[key] = getattr(self, key)
-        return spec
-
-
-class VertexSection(Section):
-    """Where and as whom the pipeline runs on Vertex AI Pipelines. No credentials here:
-    the client uses Application Default Credentials."""
-    project: ProjectId
-    region: Region = "us-central1"
-    # The pipeline image (TFX 1.16 + this project) and its TPU variant for the Trainer.
-    pipeline_image: Image
-    trainer_image: Optional[Image] = None
-    # Runs the pipeline's steps; the Trainer's CustomJob runs as training_service_account.
-    service_account: ServiceAccount
-    training_service_account: Optional[ServiceAccount] = None
-    labels: dict[str, str] = {}
-    # Runtime parameter values passed to PipelineJob; names must exist in the compiled spec.
-    parameter_values: dict[str, Any] = {}
-    worker_pool: WorkerPoolSection = WorkerPoolSection()
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            _check(_LABEL_KEY_RE, key, "label key (lower-case letter first, then [a-z0-9_-], max 63)")
-            _check(_LABEL_VALUE_RE, value, f"value for label {key!r} ([a-z0-9_-], max 63)")
-        return v
-
-    @property
-    def trainer_container_image(self) -> str:
-        pool = self.worker_pool
-        if pool.image:
-            return pool.image
-        return (self.trainer_image or self.pipeline_image) if pool.is_tpu else self.pipeline_image
-
-
-class DataflowSection(Section):
-    """Beam on Dataflow for the Beam-powered components when the data outgrows one machine."""
-    enabled: bool = True
-    machine_type: MachineType = "n1-standard-4"
-    max_num_workers: int = Field(10, ge=1, le=1000)
-    disk_size_gb: int = Field(50, ge=10, le=65536)
-    # Empty: vertex.service_account.
-    service_account: Optional[ServiceAccount] = None
-    # Full subnetwork URL or regions/REGION/subnetworks/NAME; empty: the default network.
-    subnetwork: Optional[Subnetwork] = None
-    use_public_ips: bool = False
+# The Evaluator's change threshold is loosened by this much so that a
+# candidate exactly as good as the baseline passes.
+CHANGE_EPSILON = 1e-10
 
 
 class SnapshotSection(Section):
@@ -276,7 +157,7 @@ class SnapshotSection(Section):
     def _digest(cls, v: Optional[str]) -> Optional[str]:
         if v in (None, ""):
             return None
-        if not re.fullmatch(r"[0-9a-f]{64}", v):
+        if not DIGEST_RE.match(v):
             raise ValueError("must be a full snapshot digest: 64 lower-case hex characters")
         return v
 
@@ -325,6 +206,8 @@ class Config(Section):
                 f"trainer.train_steps ({self.trainer.train_steps})")
         if self.dataflow is not None and self.dataflow.enabled and self.vertex is None:
             raise ValueError("dataflow needs a vertex section (project, region, image, service account)")
+        if self.dataflow is not None and self.vertex is not None:
+            self.dataflow.check_workers(self.vertex.region)
         if self.vertex is not None:
             # Vertex workers see only GCS: a local path would be the compiling machine's.
             for field, value in (("pipeline.root", self.pipeline.root), ("data.input_dir", self.data.input_dir),

@@ -8,18 +8,15 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from tfx import v1 as tfx
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from pipeline.config import CommandFailed, Config, join
-from pipeline.dataset import check_features
+from pipeline.config import Config, join
+from pipeline.data.checks import check_features
+from pipeline.errors import PipelineFailed
 from pipeline.pipeline import create_pipeline
-from pipeline.progress import run_logging
-from pipeline.report import write_report
-from pipeline.summary import RunSummary, format_summary, summarize
-
-
-class PipelineFailed(CommandFailed):
-    """A component raised; the message names it and the log file has the details."""
+from pipeline.runs.progress import run_logging
+from pipeline.runs.report import write_report
+from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
 def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
@@ -40,7 +37,7 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
     with run_logging(log_file, stream) as progress:
         try:
-            tfx.orchestration.LocalDagRunner().run(pipeline)
+            LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
             # What did run, and the data gate's anomalies if it stopped the run.

@@ -3,7 +3,8 @@ import sys
 
 import pytest
 
-from pipeline.config import ConfigError, load_config
+from pipeline.config import load_config
+from pipeline.errors import ConfigError
 
 
 def test_shipped_config_loads_and_overrides_are_typed():

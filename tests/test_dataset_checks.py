@@ -10,9 +10,10 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.cli import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, main
-from pipeline.config import ConfigError, load_config
-from pipeline.dataset import check_features
+from pipeline.cli import main
+from pipeline.config import load_config
+from pipeline.data.checks import check_features
+from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK, ConfigError
 
 CONFIG = "configs/local.yaml"
 NO_BILL_LENGTH = "features.numeric=[bill_depth_mm, flipper_length_mm, body_mass_g]"

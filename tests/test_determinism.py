@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline.cli import EXIT_NOT_PUSHED, EXIT_OK, main
+from pipeline.cli import main
 from pipeline.config import load_config
-from pipeline.summary import open_store, summarize
+from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK
+from pipeline.runs.mlmd import open_store
+from pipeline.runs.summary import summarize
 from tests.bad_inputs import header_only
 from tests.conftest import CONFIG
 

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 
 from components.data_gate import DataAnomaliesError, check
-from pipeline.cli import EXIT_FAILED, main
+from pipeline.cli import main
 from pipeline.config import load_config
-from pipeline.evaluation import bounds
-from pipeline.local_runner import PipelineFailed, run_local
-from pipeline.summary import ACCURACY, anomalies_of, open_store, summarize
+from pipeline.dag.evaluation import bounds
+from pipeline.errors import EXIT_FAILED, PipelineFailed
+from pipeline.local_runner import run_local
+from pipeline.runs.mlmd import anomalies_of, open_store
+from pipeline.runs.summary import ACCURACY, summarize
 from tests.bad_inputs import write_case
 from tests.conftest import CONFIG, tree_hashes
 

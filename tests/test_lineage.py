@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.snapshot import DatasetSnapshot
+from components.snapshot.component import DatasetSnapshot
 from pipeline.cli import main
-from pipeline.lineage import code_version, find_model, trace
-from pipeline.summary import open_store
+from pipeline.runs.lineage import code_version, find_model, trace
+from pipeline.runs.mlmd import open_store
 
 pytestmark = pytest.mark.e2e
 PENGUINS = Path(__file__).resolve().parent.parent / "data" / "penguins" / "penguins.csv"

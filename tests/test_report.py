@@ -13,8 +13,8 @@ from tfx.types import artifact as tfx_artifact
 
 from pipeline import cli
 from pipeline.local_runner import run_local
-from pipeline.report import REPORT_FILE, read_scalars, render, run_dir
-from pipeline.summary import ACCURACY, summarize
+from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir
+from pipeline.runs.summary import ACCURACY, summarize
 from tests.conftest import local_config
 
 pytestmark = pytest.mark.e2e

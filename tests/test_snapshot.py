@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import snapshots
-from pipeline.config import ConfigError, load_config
+from components.snapshot import store as snapshots
+from pipeline.config import load_config
+from pipeline.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 PENGUINS = REPO / "data" / "penguins"
@@ -65,8 +66,8 @@ def test_crash_mid_copy_leaves_nothing_that_looks_complete(tmp_path):
     src.mkdir()
     for i in range(24):
         (src / f"part-{i:02d}.csv").write_bytes(b"a,b\n" + os.urandom(4 << 20).hex().encode()[: 4 << 20] + b"\n")
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pipeline import snapshots; "
-                             "snapshots.create(sys.argv[1], sys.argv[2])", str(src), str(root)],
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from components.snapshot import store; "
+                             "store.create(sys.argv[1], sys.argv[2])", str(src), str(root)],
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         deadline = time.monotonic() + 60

@@ -17,7 +17,6 @@ import argparse
 import hashlib
 import json
 import logging
-import shutil
 import sys
 from typing import Optional
 
@@ -27,10 +26,10 @@ from pydantic import Field, ValidationError, field_validator
 
 from trainer import synthetic, tasks
 from trainer.config import Section, TrainerConfig, validate_uri
-from trainer.data import BatchSizeError, record_dataset_fn
-from trainer.loop import train
+from trainer.data import BatchSizeError
+from trainer.fit import TransformedData, fit_and_export
 from trainer.model import build_model
-from trainer.strategy import StrategyError, chief_or_temp_dir, is_chief, make_strategy
+from trainer.strategy import StrategyError
 
 # Exit codes: preempted is "try again" (EX_TEMPFAIL); a restart resumes.
 EXIT_OK, EXIT_BAD_CONFIG, EXIT_PREEMPTED = 0, 2, 75
@@ -94,40 +93,25 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
 
     cfg = job.trainer
-
     layout = synthetic.layout(vocab_sizes=job.vocab_sizes)
 
-    def model_fn():
-        return build_model(layout, job.num_classes, cfg.hidden_units, cfg.l2)
+    def read_data() -> TransformedData:
+        return TransformedData(job.train_files, job.eval_files, synthetic.feature_spec(layout),
+                               label=layout.label, task=tasks.Multiclass(job.num_classes),
+                               model_fn=lambda: build_model(layout, job.num_classes, cfg.hidden_units, cfg.l2))
 
     try:
-        strategy = make_strategy(cfg.strategy, cfg.tpu)
-        spec = synthetic.feature_spec(layout)
-        train_fn = record_dataset_fn(job.train_files, spec, cfg.global_batch_size, label=layout.label, training=True,
-                                     seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
-        eval_fn = None
-        if job.eval_files:
-            eval_fn = record_dataset_fn(job.eval_files, spec, cfg.global_batch_size, label=layout.label,
-                                        training=False,
-                                        max_batches=cfg.eval_batches,
-                                        drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
-        result = train(strategy, cfg, model_fn, train_fn, eval_fn,
-                       checkpoint_dir=job.checkpoint_dir, logdir=job.logdir, task=tasks.Multiclass(job.num_classes))
+        fitted = fit_and_export(cfg, read_data, checkpoint_dir=job.checkpoint_dir, logdir=job.logdir,
+                                export_dir=job.export_dir, export=tf.saved_model.save)
     except (StrategyError, BatchSizeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-
-    chief = is_chief(strategy)
-    if job.export_dir and not result.preempted:
-        target = chief_or_temp_dir(strategy, job.export_dir, "export")
-        tf.saved_model.save(result.model, target)
-        if not chief:
-            shutil.rmtree(target, ignore_errors=True)
+    result = fitted.result
     if job.result_file:
         weights = b"".join(w.numpy().tobytes() for w in result.model.weights)
         summary = {"step": result.step, "initial_step": result.initial_step, "preempted": result.preempted,
-                   "stopped_early": result.stopped_early, "chief": chief,
-                   "replicas": strategy.num_replicas_in_sync, "history": result.history,
+                   "stopped_early": result.stopped_early, "chief": fitted.chief,
+                   "replicas": fitted.replicas, "history": result.history,
                    "examples_per_second": result.examples_per_second,
                    "weights_sha256": hashlib.sha256(weights).hexdigest()}
         with tf.io.gfile.GFile(job.result_file, "w") as f:

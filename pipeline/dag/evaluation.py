@@ -4,15 +4,13 @@ against the last blessed model, plus the task's other metrics for the record."""
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis import constants as tfma_constants
 
-from pipeline.config import Config
-from pipeline.dataset import require_features
+from pipeline.config import CHANGE_EPSILON, Config
+from pipeline.data.checks import require_features
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.features import xf
 from trainer.tasks import EXTRA_METRICS, MAIN_METRICS, TASKS, MainMetric
-
-# Matches TFX's own examples; an equal model still passes the change threshold.
-_EPSILON = 1e-10
 
 
 def main_metric(config: Config) -> MainMetric:
@@ -38,7 +36,7 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         value.upper_bound.value = upper
     direction = (tfma.MetricDirection.HIGHER_IS_BETTER if metric.higher_is_better
                  else tfma.MetricDirection.LOWER_IS_BETTER)
-    allowed = config.evaluator.max_regression + _EPSILON
+    allowed = config.evaluator.max_regression + CHANGE_EPSILON
     change = tfma.GenericChangeThreshold(direction=direction,
                                          absolute={"value": -allowed if metric.higher_is_better else allowed})
     threshold = tfma.MetricThreshold(change_threshold=change)
@@ -46,6 +44,8 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         threshold.value_threshold.CopyFrom(value)
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
+            # Said, not probed: left open, TFMA loads each model once more just to find its type.
+            model_type=tfma_constants.TF_GENERIC,
             signature_name=SERVING_SIGNATURE,
             preprocessing_function_names=[TRANSFORM_SIGNATURE],
             label_key=xf(features.label),
@@ -56,19 +56,3 @@ def eval_config(config: Config) -> tfma.EvalConfig:
             tfma.MetricConfig(class_name=metric.tfma_class, threshold=threshold),
             *(tfma.MetricConfig(class_name=name) for name in EXTRA_METRICS[features.task]),
         ])])
-
-
-def metric_lines(metrics: dict[str, float], baseline: dict[str, float], config: Config) -> list[str]:
-    """The run summary's lines on the main metric: value, bounds, baseline, examples."""
-    metric = main_metric(config)
-    value = metrics.get(metric.key)
-    if value is None:
-        return []
-    lower, upper = bounds(config)
-    gate = "; ".join([*([f"lower bound {lower}"] if lower is not None else []),
-                      *([f"upper bound {upper}"] if upper is not None else [])]) or "no absolute bound"
-    base = baseline.get(metric.key)
-    against = (f"baseline {base:.4f}, allowed regression {config.evaluator.max_regression})" if base is not None
-               else "no blessed baseline yet)")
-    return [f"eval {metric.label}: {value:.4f} ({gate}; {against}",
-            f"eval examples: {metrics.get('example_count', 0):.0f}"]

@@ -1,5 +1,5 @@
-"""`python -m pipeline submit`: compile, check the bucket, start a Vertex AI
-PipelineJob, and optionally follow it to the end.
+"""The Vertex AI client set-up and what submit and schedule share: the bucket
+check, the PipelineJob built from config, and errors a person can act on.
 
 Credentials come from Application Default Credentials, never from config.
 `--api-endpoint` points the client elsewhere (a regional or private endpoint,
@@ -10,27 +10,13 @@ credentials, so no token ever travels unencrypted.
 from __future__ import annotations
 
 import re
-import time
-from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 from urllib.parse import urlparse
 
-from pipeline.cli import EXIT_FAILED, EXIT_OK
-from pipeline.config import CommandFailed, Config, ConfigError
+from pipeline.config import Config
+from pipeline.errors import ConfigError, VertexError
 
-CONSOLE = "https://console.cloud.google.com/vertex-ai"
 _LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-class VertexError(CommandFailed):
-    """A Vertex AI or GCS call failed; the message says what to do about it."""
-
-
-@dataclass(frozen=True)
-class Submitted:
-    resource_name: str
-    job_id: str
-    console_url: str
 
 
 def init_client(config: Config, api_endpoint: Optional[str] = None):
@@ -39,20 +25,27 @@ def init_client(config: Config, api_endpoint: Optional[str] = None):
         raise ConfigError("this command needs a vertex section in the config (see configs/vertex.yaml)")
     from google.cloud import aiplatform
 
-    credentials = None
-    if api_endpoint:
-        url = urlparse(api_endpoint if "://" in api_endpoint else f"https://{api_endpoint}")
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ConfigError(f"--api-endpoint {api_endpoint!r}: expected host[:port] or http(s)://host[:port]")
-        if url.scheme == "http":
-            if url.hostname not in _LOCAL_HOSTS:
-                raise ConfigError(f"--api-endpoint {api_endpoint!r}: plain http is only allowed to a local emulator")
-            from google.auth.credentials import AnonymousCredentials
-
-            credentials = AnonymousCredentials()
-    aiplatform.init(project=config.vertex.project, location=config.vertex.region, credentials=credentials,
+    aiplatform.init(project=config.vertex.project, location=config.vertex.region,
+                    credentials=endpoint_credentials(api_endpoint, "--api-endpoint"),
                     api_endpoint=api_endpoint, api_transport="rest")
     return aiplatform
+
+
+def endpoint_credentials(endpoint: Optional[str], flag: str):
+    """Anonymous credentials for a plain-http local emulator, None (ADC) otherwise;
+    plain http anywhere else is refused, so no token travels unencrypted."""
+    if not endpoint:
+        return None
+    url = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(f"{flag} {endpoint!r}: expected host[:port] or http(s)://host[:port]")
+    if url.scheme == "https":
+        return None
+    if url.hostname not in _LOCAL_HOSTS:
+        raise ConfigError(f"{flag} {endpoint!r}: plain http is only allowed to a local emulator")
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()
 
 
 def describe_api_error(e: Exception, action: str, config: Config, needs: Optional[str] = None) -> str:
@@ -99,11 +92,16 @@ def check_bucket(config: Config) -> None:
             needs=f"storage.buckets.get on gs://{bucket} (roles/storage.legacyBucketReader)")) from None
     if found is None:
         raise VertexError(f"bucket gs://{bucket} (pipeline.root) does not exist; create it with infra/terraform "
-                          "(see README.md, Vertex AI section) or fix pipeline.root")
+                          "(see docs/vertex.md) or fix pipeline.root")
 
 
 def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None):
-    """The PipelineJob for a compiled template, with everything from config."""
+    """The PipelineJob for a compiled template, with everything from config.
+
+    `enable_caching` None keeps each task's compiled caching option (the rule
+    in cache_rule.py); True or False makes aiplatform overwrite every task's,
+    Snapshot's and the resolvers' included.
+    """
     from google.cloud import aiplatform
 
     try:
@@ -111,66 +109,18 @@ def build_job(config: Config, template: str, enable_caching: Optional[bool] = No
             display_name=config.pipeline.name, template_path=str(template), job_id=job_id,
             pipeline_root=config.pipeline.pipeline_root,
             parameter_values=dict(config.vertex.parameter_values) or None,
-            enable_caching=config.pipeline.enable_cache if enable_caching is None else enable_caching,
+            enable_caching=enable_caching,
             labels=dict(config.vertex.labels) or None)
     except ValueError as e:
         # e.g. a parameter value whose name the compiled pipeline does not declare.
         raise ConfigError(f"vertex.parameter_values / labels rejected: {e}") from None
 
 
-def console_url(config: Config, job_id: str) -> str:
-    return f"{CONSOLE}/locations/{config.vertex.region}/pipelines/runs/{job_id}?project={config.vertex.project}"
-
-
-def submit(config: Config, template: str, enable_caching: Optional[bool] = None,
-           job_id: Optional[str] = None) -> Submitted:
-    from google.api_core import exceptions as gexc
-
-    check_bucket(config)
-    job = build_job(config, template, enable_caching, job_id)
-    try:
-        job.submit(service_account=config.vertex.service_account)
-    except gexc.GoogleAPICallError as e:
-        raise VertexError(describe_api_error(e, "creating the pipeline job", config)) from None
-    return Submitted(job.resource_name, job.job_id, console_url(config, job.job_id))
-
-
-_DONE_OK = "PIPELINE_STATE_SUCCEEDED"
-_DONE_BAD = ("PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
-
-
-def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
-         report: Callable[[str], None] = print) -> bool:
-    """Follow the job until it ends; report each state change; True if it succeeded."""
-    from google.api_core import exceptions as gexc
-    from google.cloud import aiplatform
-
-    last = None
-    while True:
-        try:
-            resource = aiplatform.PipelineJob.get(resource_name).gca_resource
-        except gexc.GoogleAPICallError as e:
-            raise VertexError(describe_api_error(e, f"reading {resource_name}", config)) from None
-        state = resource.state.name
-        if state != last:
-            report(f"{time.strftime('%H:%M:%S')} {state}")
-            last = state
-        if state == _DONE_OK:
-            return True
-        if state in _DONE_BAD:
-            if resource.error.message:
-                report(f"error: {resource.error.message}")
-            return False
-        time.sleep(poll_seconds)
-
-
-def cmd_submit(config: Config, args) -> int:
-    from pipeline.vertex_compile import compile_pipeline
-
-    init_client(config, args.api_endpoint)
-    template = compile_pipeline(config, args.output)
-    job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
-    print(f"submitted {job.resource_name}\nconsole: {job.console_url}")
-    if args.wait and not wait(config, job.resource_name, args.poll_seconds):
-        return EXIT_FAILED
-    return EXIT_OK
+def cache_override_note(enable_caching: Optional[bool]) -> Optional[str]:
+    """What --cache / --no-cache do to the run, for stderr; None without an override."""
+    if enable_caching is None:
+        return None
+    if enable_caching:
+        return ("note: --cache turns caching on for every task, Snapshot, ImportSchemaGen and the model "
+                "resolvers included: the run may reuse an old data snapshot, schema and baseline model")
+    return "note: --no-cache turns caching off for every task: everything reruns"

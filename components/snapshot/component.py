@@ -9,7 +9,9 @@ itself, and MLMD links every downstream artifact to the snapshot and digest.
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
 (names, sizes, mtimes or GCS generations) to the execution properties, the
-same way ExampleGen's own driver keys its cache.
+same way ExampleGen's own driver keys its cache. Vertex runs no custom
+drivers: there the compiled spec turns caching off for this task instead
+(pipeline/vertex/cache_rule.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
-from pipeline import snapshots
+from components.snapshot import store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
 MISSING_VALUES = "missing_values"
@@ -67,7 +69,7 @@ class SnapshotDriver(base_driver.BaseDriver):
         props = execution_info.exec_properties
         result = driver_output_pb2.DriverOutput()
         result.exec_properties[FINGERPRINT].string_value = (
-            f"pinned:{props[DIGEST]}" if props.get(DIGEST) else snapshots.fingerprint(props[SOURCE_URI]))
+            f"pinned:{props[DIGEST]}" if props.get(DIGEST) else store.fingerprint(props[SOURCE_URI]))
         return result
 
 
@@ -76,12 +78,12 @@ class SnapshotExecutor(base_executor.BaseExecutor):
            exec_properties: dict[str, Any]) -> None:
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
-        manifest = (snapshots.get(root, pinned) if pinned
-                    else snapshots.create(exec_properties[SOURCE_URI], root,
-                                          missing_values=json.loads(exec_properties.get(MISSING_VALUES) or "[]")))
-        problems = snapshots.csv_problems(manifest)
+        manifest = (store.get(root, pinned) if pinned
+                    else store.create(exec_properties[SOURCE_URI], root,
+                                     missing_values=json.loads(exec_properties.get(MISSING_VALUES) or "[]")))
+        problems = store.csv_problems(manifest)
         if problems:
-            raise snapshots.SnapshotError(
+            raise store.SnapshotError(
                 f"snapshot {manifest.digest} of {manifest.source_uri} has malformed CSV; ExampleGen cannot read it:\n"
                 + "\n".join(f"  {p}" for p in problems))
         out = output_dict[SNAPSHOT_KEY][0]
@@ -92,7 +94,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("created", manifest.created)
         out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
         out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
-        with fileio.open(os.path.join(out.uri, snapshots.MANIFEST), "w") as f:
+        with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
 

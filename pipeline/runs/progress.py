@@ -28,7 +28,6 @@ class ComponentProgress(logging.Handler):
         self.current: Optional[str] = None
         self.component_started = 0.0
         self.cached = False
-        self.durations: dict[str, float] = {}
 
     def _print(self, text: str) -> None:
         self.stream.write(f"[{time.monotonic() - self.started:6.1f}s] {text}\n")
@@ -44,7 +43,6 @@ class ComponentProgress(logging.Handler):
                 self.cached = True
             elif record.msg == _FINISHED:
                 seconds = time.monotonic() - self.component_started
-                self.durations[record.args[0]] = seconds
                 self._print(f"  {record.args[0]} done in {seconds:.1f}s" + (" (from cache)" if self.cached else ""))
                 self.current = None
             elif record.name in _TRAINER_LOGGERS and record.levelno >= logging.INFO:

@@ -124,7 +124,7 @@ class Cleaned:
 
 
 def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str]) -> Optional[Cleaned]:
-    """Copy `path` of storage `src` to `target` of storage `dst` (pipeline/snapshots.py's
+    """Copy `path` of storage `src` to `target` of storage `dst` (components/snapshot/store.py's
     Storage) with token cells emptied. None when the file is not UTF-8 CSV: then
     whatever was written is to be replaced by a plain copy."""
     source_hash, stored_hash, emptied, size = hashlib.sha256(), hashlib.sha256(), {}, 0

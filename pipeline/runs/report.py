@@ -22,14 +22,12 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2  # noqa: E402
+from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 
 from pipeline.config import Config, join  # noqa: E402
-from pipeline.summary import RunSummary, summarize  # noqa: E402
+from pipeline.runs.summary import RunSummary, summarize  # noqa: E402
 
 REPORT_FILE = "report.html"
-# Artifact types from a data-snapshot component, whatever it names them.
-_SNAPSHOT_MARK = "snapshot"
 # Loss, then the task's training metric (trainer/tasks.py): accuracy, or rmse for regression.
 _CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"), ("rmse", "eval_rmse", "rmse"))
 
@@ -93,7 +91,7 @@ def _components(s: RunSummary) -> str:
 
 
 def _data(s: RunSummary) -> str:
-    stats = _one(s, "StatisticsGen", "ExampleStatistics")
+    stats = s.output("StatisticsGen", "ExampleStatistics")
     if stats is None:
         return _section("data", "Data", "<p>No statistics were computed in this run.</p>")
     parts = []
@@ -105,9 +103,9 @@ def _data(s: RunSummary) -> str:
         stats_list = statistics_pb2.DatasetFeatureStatisticsList.FromString(Path(path).read_bytes())
         for dataset in stats_list.datasets:
             parts.append(f"<h3>{_e(split)}: {dataset.num_examples} examples</h3>" + _feature_table(dataset))
-    anomalies = _one(s, "ExampleValidator", "ExampleAnomalies")
+    validated = s.output("ExampleValidator", "ExampleAnomalies") is not None
     parts.append("<h3>Anomalies (data against the schema)</h3>" + (
-        _anomalies(anomalies.uri) if anomalies else "<p>No validation ran in this run.</p>"))
+        _anomalies(s) if validated else "<p>No validation ran in this run.</p>"))
     return _section("data", "Data", "\n".join(parts))
 
 
@@ -134,26 +132,15 @@ def _feature_table(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
     return _table(("feature", "type", "missing or empty", "distribution"), rows)
 
 
-def _anomalies(uri: str) -> str:
-    rows = []
-    for split_dir in sorted(glob.glob(os.path.join(uri, "Split-*"))):
-        path = os.path.join(split_dir, "SchemaDiff.pb")
-        if not os.path.exists(path):
-            continue
-        anomalies = anomalies_pb2.Anomalies.FromString(Path(path).read_bytes())
-        split = os.path.basename(split_dir)[len("Split-"):]
-        for feature, info in sorted(anomalies.anomaly_info.items()):
-            rows.append((split, feature, info.short_description, info.description))
-        if anomalies.HasField("dataset_anomaly_info"):
-            info = anomalies.dataset_anomaly_info
-            rows.append((split, "(dataset)", info.short_description, info.description))
-    if not rows:
+def _anomalies(s: RunSummary) -> str:
+    if not s.anomalies:
         return '<p class="ok">None: every split matches the schema.</p>'
-    return _table(("split", "feature", "anomaly", "detail"), rows, css="bad")
+    rows = [(a.split, a.feature, a.kind, a.description) for a in s.anomalies]
+    return _table(("split", "feature", "kind", "description"), rows, css="bad")
 
 
 def _training(s: RunSummary) -> str:
-    model_run = _one(s, "Trainer", "ModelRun")
+    model_run = s.output("Trainer", "ModelRun")
     if model_run is None:
         return _section("training", "Training", "<p>The Trainer did not run.</p>")
     scalars = read_scalars(model_run.uri)
@@ -221,8 +208,7 @@ def _evaluation(s: RunSummary) -> str:
 
 
 def _snapshot(s: RunSummary) -> str:
-    snaps = [(component, a) for component, arts in s.outputs.items() for a in arts
-             if _SNAPSHOT_MARK in a.type_name.lower()]
+    snaps = s.snapshots()
     if not snaps:
         return _section("snapshot", "Data snapshot", "<p>This pipeline recorded no data snapshot.</p>")
     consumers = _consumers(s)
@@ -249,10 +235,6 @@ def _consumers(s: RunSummary) -> dict[int, list[str]]:
 
 
 # -- helpers ----------------------------------------------------------------
-
-def _one(s: RunSummary, component: str, type_name: str):
-    return next((a for a in s.outputs.get(component, []) if a.type_name == type_name), None)
-
 
 def _fmt(x: Optional[float]) -> str:
     return "&ndash;" if x is None else f"{x:.4f}"

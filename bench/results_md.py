@@ -1,0 +1,112 @@
+"""The results of `make bench` (the merged JSON of a day) as bench/results/<date>.md."""
+
+from __future__ import annotations
+
+import json
+
+from bench import taxi
+from bench.side_by_side import component_table
+from bench.side_by_side import md as _md
+
+
+def markdown(r: dict) -> str:
+    lines = [f"# Benchmarks {r.get('date', '')}", ""]
+    m = r.get("machine", {})
+    lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
+              "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
+    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale),
+                      ("taxi", lambda t: taxi.markdown(t, _when(t)))):
+        if key in r:
+            lines += part(r[key])
+    return "\n".join(lines)
+
+
+def _local(loc: dict) -> list[str]:
+    lines = ["## 1. Local end to end: this pipeline vs TFX's penguin example", "", _when(loc), "",
+             f"Wall time (fresh process, imports included): ours {loc['ours']['wall_seconds']:.1f}s, "
+             f"theirs {loc['theirs']['wall_seconds']:.1f}s, **ratio {loc['ratio']:.2f}x** "
+             f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
+             f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
+             f"{loc.get('all_wall_seconds')}.", "",
+             *component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
+    return lines + _rerun_and_before(loc)
+
+
+def _rerun_and_before(loc: dict) -> list[str]:
+    """Part 1's no-change rerun and before/after table (bench/local.py measures them)."""
+    lines = []
+    if "rerun" in loc:
+        r = loc["rerun"]
+        lines += [f"No-change rerun (caching on, a second identical `make run`): {r['wall_seconds']:.1f}s wall; "
+                  f"a process that only imports the local runner took {r['imports_wall_seconds']:.1f}s in the same "
+                  f"round, so **{r['beyond_imports_seconds']:.1f}s beyond the imports** (target <= "
+                  f"{r['target_seconds']:.0f}s: {'met' if r['met'] else 'NOT met'}); components not served from "
+                  f"cache: {', '.join(r['not_cached']) or 'none'}. All rounds: {r['all_beyond_imports_seconds']}.",
+                  ""]
+    if "before_after" in loc:
+        ba = loc["before_after"]
+        before, after = ba["before"], loc["ours"]
+        lines += [f"Before/after: the same fresh run from `{ba['checkout']}` in the same rounds (fastest of "
+                  f"{ba['all_wall_seconds']}): **after/before {ba['wall_ratio']:.2f}x wall**; before/theirs was "
+                  f"{before['wall_seconds'] / loc['theirs']['wall_seconds']:.2f}x.", "",
+                  "| component | before s | after s |", "|---|---:|---:|"]
+        names = list(dict.fromkeys([*before["components"], *after["components"]]))
+        for n in names:
+            b, a = before["components"].get(n, {}), after["components"].get(n, {})
+            lines.append(f"| {n} | {_secs(b.get('seconds'))} | {_secs(a.get('seconds'))} |")
+        for label, key in (("components", "components_seconds"), ("outside them (imports, set-up)",
+                                                                  "outside_components_seconds"),
+                           ("wall", "wall_seconds")):
+            lines.append(f"| *{label}* | {before[key]:.1f} | {after[key]:.1f} |")
+        lines.append("")
+    return lines
+
+
+def _secs(x) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def _trainer(t: dict) -> list[str]:
+    lines = ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
+    if "skipped" in t or "failed" in t:
+        lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
+    else:
+        lines += ["```", t.get("text") or json.dumps(t, indent=2), "```", ""]
+    return lines
+
+
+def _scale(s: dict) -> list[str]:
+    sizes = sorted(s["runs"], key=int)
+    lines = ["## 3. Scale: generated data through the full pipeline", "", _when(s), "",
+             "| component | " + " | ".join(f"{n} rows s (peak MB)" for n in sizes)
+             + (" | growth |" if "growth" in s else " |"),
+             "|---|" + "---:|" * (len(sizes) + ("growth" in s))]
+    names = list(dict.fromkeys(n for size in sizes for n in s["runs"][size]["components"]))
+    for n in names:
+        cells = []
+        for size in sizes:
+            c = s["runs"][size]["components"].get(n, {})
+            cells.append(f"{_md(c.get('seconds'))} ({_md(c.get('peak_rss_mb'))})")
+        growth = f" | {_md(s.get('growth', {}).get(n))}" if "growth" in s else ""
+        lines.append(f"| {n} | " + " | ".join(cells) + growth + " |")
+    lines.append("| *wall (process)* | " + " | ".join(
+        f"{s['runs'][size]['wall_seconds']:.1f} ({_md(s['runs'][size]['peak_rss_mb'])})" for size in sizes)
+        + (f" | {s['total_growth']} |" if "growth" in s else " |"))
+    lines.append("")
+    lines.append("Beam: " + "; ".join(f"{size} rows: {' '.join(s['runs'][size]['beam'])}" for size in sizes))
+    if "growth" in s:
+        lines.append(f"Rows grew {s['row_ratio']:.0f}x. Components growing faster than the rows: "
+                     f"{', '.join(s['superlinear']) or 'none'}.")
+    largest = max(sizes, key=int)
+    lines.append(f"Largest ({largest} rows) took {s['runs'][largest]['wall_seconds'] / 60:.1f} min "
+                 f"(target <= {s['target_seconds'] / 60:.0f} min: "
+                 f"{'met' if s['largest_within_target'] else 'NOT met'}).")
+    lines.append("")
+    return lines
+
+
+def _when(part: dict) -> str:
+    if "measured_at" not in part:
+        return "(run time and load not recorded)"
+    load = part["load_average"]
+    return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."

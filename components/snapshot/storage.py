@@ -1,0 +1,126 @@
+"""Where snapshots are read and written: a local directory or a gs:// prefix.
+
+Both offer the few operations the store needs, on paths relative to one base
+URI, including a publish step that makes a directory appear with one named
+file last. TF's gs:// filesystem cannot be pointed at a test emulator, so GCS
+goes through google-cloud-storage here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import BinaryIO, Iterator, Protocol
+
+
+class Storage(Protocol):
+    """The few operations snapshots need, on paths relative to one base URI."""
+
+    uri: str
+
+    def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
+        """{relative path: (size, change token)} of every file under prefix."""
+
+    def open_read(self, path: str) -> BinaryIO: ...
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def publish(self, tmp: str, final: str, last: str) -> None:
+        """Make tmp/* visible as final/*, with final/<last> appearing last."""
+
+    def delete(self, prefix: str) -> None: ...
+
+
+class LocalStorage:
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/") or "/"
+        self.base = Path(uri)
+
+    def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
+        top = self.base / prefix
+        out = {}
+        if top.is_dir():
+            for p in sorted(top.rglob("*")):
+                if p.is_file():
+                    st = p.stat()
+                    out[p.relative_to(self.base).as_posix()] = (st.st_size, str(st.st_mtime_ns))
+        return out
+
+    def open_read(self, path: str) -> BinaryIO:
+        return open(self.base / path, "rb")
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None:
+        target = self.base / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def exists(self, path: str) -> bool:
+        return (self.base / path).exists()
+
+    def publish(self, tmp: str, final: str, last: str) -> None:
+        # The manifest is already inside tmp: one rename makes the whole
+        # snapshot appear at once, complete.
+        dir_fd = os.open(self.base, os.O_RDONLY)
+        try:
+            os.rename(self.base / tmp, self.base / final)
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def delete(self, prefix: str) -> None:
+        shutil.rmtree(self.base / prefix, ignore_errors=True)
+
+
+class GcsStorage:
+    def __init__(self, uri: str, client=None):
+        from google.cloud import storage
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
+        self.uri = uri.rstrip("/")
+        bucket, _, prefix = self.uri[len("gs://"):].partition("/")
+        self.client = client or storage.Client()
+        self.bucket = self.client.bucket(bucket)
+        self.prefix = f"{prefix}/" if prefix else ""
+        # Writes go to names unique to this attempt and copies are repeatable,
+        # so retrying them is safe (the client does not retry uploads unless told to).
+        self.retry = DEFAULT_RETRY
+
+    def list(self, prefix: str = "") -> dict[str, tuple[int, str]]:
+        full = self.prefix + (prefix.rstrip("/") + "/" if prefix else "")
+        return {b.name[len(self.prefix):]: (b.size, f"{b.generation}:{b.crc32c}")
+                for b in self.client.list_blobs(self.bucket, prefix=full) if not b.name.endswith("/")}
+
+    def open_read(self, path: str) -> BinaryIO:
+        return self.bucket.blob(self.prefix + path).open("rb")
+
+    def write(self, path: str, chunks: Iterator[bytes]) -> None:
+        with self.bucket.blob(self.prefix + path).open("wb", retry=self.retry) as f:
+            for chunk in chunks:
+                f.write(chunk)
+
+    def exists(self, path: str) -> bool:
+        return self.bucket.blob(self.prefix + path).exists()
+
+    def publish(self, tmp: str, final: str, last: str) -> None:
+        # No rename on GCS: server-side copies, the manifest strictly last, so
+        # a crash in between leaves data objects without a manifest (ignored).
+        names = sorted(self.list(tmp), key=lambda n: n == f"{tmp}/{last}")
+        for name in names:
+            self.bucket.copy_blob(self.bucket.blob(self.prefix + name), self.bucket,
+                                  self.prefix + final + name[len(tmp):], retry=self.retry)
+        self.delete(tmp)
+
+    def delete(self, prefix: str) -> None:
+        for name in self.list(prefix):
+            self.bucket.blob(self.prefix + name).delete(retry=self.retry)
+
+
+def storage_for(uri: str, gcs_client=None) -> Storage:
+    return GcsStorage(uri, gcs_client) if uri.startswith("gs://") else LocalStorage(uri)

@@ -1,0 +1,29 @@
+"""What a `python -m pipeline` command can fail with, and the exit codes.
+
+Commands raise these (or return an exit code); `pipeline.cli.main` alone turns
+them into a message on stderr and an exit code. Lower layers raise their own
+types (e.g. components.snapshot.store.SnapshotError), which the CLI maps too.
+"""
+
+# Exit codes a scheduler or CI can act on.
+EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
+
+
+class ConfigError(ValueError):
+    """A config value or argument is wrong; the message names the field and what is accepted. Exit 2."""
+
+
+class CommandFailed(RuntimeError):
+    """A command could not do its job; the message says what and where. Exit 1."""
+
+
+class PipelineFailed(CommandFailed):
+    """A component raised; the message names it and the log file has the details."""
+
+
+class VertexError(CommandFailed):
+    """A Vertex AI or GCS call failed; the message says what to do about it."""
+
+
+class LineageError(CommandFailed, LookupError):
+    """The model or version is not in this metadata store, or its history is incomplete."""

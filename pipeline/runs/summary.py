@@ -1,0 +1,198 @@
+"""What a run did, read back from MLMD: per-component state and time, eval
+metrics against thresholds and the baseline, the blessing, the pushed model."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Optional
+
+import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
+
+from pipeline.config import CHANGE_EPSILON, Config
+from pipeline.runs import mlmd
+from pipeline.runs.mlmd import ArtifactInfo
+from trainer.tasks import MAIN_METRICS, MainMetric
+
+# The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
+ACCURACY = MAIN_METRICS["multiclass"].key
+
+
+@dataclasses.dataclass
+class ComponentRun:
+    name: str
+    state: str
+    seconds: float
+    execution_id: int
+    started: float = 0.0  # epoch seconds
+
+
+@dataclasses.dataclass
+class RunSummary:
+    run_id: str
+    components: list[ComponentRun]
+    metrics: dict[str, float]           # candidate's overall metrics
+    baseline_metrics: dict[str, float]  # last blessed model's, empty on a first run
+    blessed: Optional[bool]
+    validation_failures: list[str]
+    pushed_path: Optional[str]
+    pushed_version: Optional[str]
+    # Every component's output artifacts, for the run report and lineage.
+    outputs: dict[str, list[ArtifactInfo]] = dataclasses.field(default_factory=dict)
+    # Metric name -> the Evaluator's thresholds as it ran (value bounds, change bounds).
+    thresholds: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # Component -> ids of the artifacts it read: lineage within the run.
+    inputs: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    snapshot_digest: Optional[str] = None
+    snapshot_rows: Optional[int] = None
+    # Everything ExampleValidator found (components.data_gate.Anomaly); empty if it did not run.
+    anomalies: list = dataclasses.field(default_factory=list)
+
+    def component(self, name: str) -> Optional[ComponentRun]:
+        return next((c for c in self.components if c.name == name), None)
+
+    @property
+    def gate_anomalies(self) -> list[str]:
+        """Why the data gate stopped the run; empty when it passed or did not run."""
+        gate = self.component("DataGate")
+        return [str(a) for a in self.anomalies] if gate is not None and gate.state == "failed" else []
+
+    def output(self, component: str, type_name: str) -> Optional[ArtifactInfo]:
+        """The first artifact of type `type_name` that `component` wrote in this run."""
+        return next((a for a in self.outputs.get(component, []) if a.type_name == type_name), None)
+
+    def snapshots(self) -> list[tuple[str, ArtifactInfo]]:
+        """(component, artifact) for every dataset snapshot a component of this run wrote."""
+        return [(name, a) for name, arts in self.outputs.items() for a in arts if mlmd.is_snapshot(a.type_name)]
+
+
+def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None) -> RunSummary:
+    reader = mlmd.Reader.open(metadata_path)
+    run = reader.run(pipeline_name, run_id)
+    summary = RunSummary(run_id=run.name, components=[], metrics={}, baseline_metrics={}, blessed=None,
+                         validation_failures=[], pushed_path=None, pushed_version=None)
+    executions = {}
+    for name, execution in reader.executions(run):
+        executions[name] = execution
+        seconds = (execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
+        summary.components.append(ComponentRun(name, mlmd.state_of(execution), seconds, execution.id,
+                                               execution.create_time_since_epoch / 1000))
+        written = [a for arts in reader.outputs(execution).values() for a in arts]
+        summary.outputs[name] = [reader.info(a) for a in sorted(written, key=lambda a: a.id)]
+        summary.inputs[name] = [a.id for arts in reader.inputs(execution).values() for a in arts]
+
+    evaluation = summary.output("Evaluator", "ModelEvaluation")
+    if evaluation is not None:
+        summary.thresholds = _thresholds(executions["Evaluator"])
+        summary.metrics, summary.baseline_metrics = _overall_metrics(evaluation.uri)
+        validation = tfma.load_validation_result(evaluation.uri)
+        summary.blessed = validation.validation_ok
+        summary.validation_failures = [f"{f.metric_key.name}: {f.message}"
+                                       for per_slice in validation.metric_validations_per_slice
+                                       for f in per_slice.failures]
+    snapshots = summary.snapshots()
+    if snapshots:
+        summary.snapshot_digest = snapshots[0][1].properties.get("digest")
+        summary.snapshot_rows = snapshots[0][1].properties.get("rows")
+    anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
+    if anomalies is not None:
+        summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
+    pushed = summary.output("Pusher", "PushedModel")
+    if pushed is not None and pushed.properties.get("pushed") == 1:
+        summary.pushed_path = pushed.properties.get("pushed_destination")
+        summary.pushed_version = pushed.properties.get("pushed_version")
+    return summary
+
+
+def _thresholds(execution: mlmd.Execution) -> dict[str, dict[str, float]]:
+    """The thresholds the Evaluator applied, from the eval_config it recorded in MLMD."""
+    raw = mlmd.properties(execution).get("eval_config")
+    if not raw:
+        return {}
+    eval_config = json_format.Parse(raw, tfma.EvalConfig(), ignore_unknown_fields=True)
+    result: dict[str, dict[str, float]] = {}
+    for spec in eval_config.metrics_specs:
+        for metric in spec.metrics:
+            value, change = metric.threshold.value_threshold, metric.threshold.change_threshold
+            bounds = {}
+            if value.HasField("lower_bound"):
+                bounds["lower_bound"] = value.lower_bound.value
+            if value.HasField("upper_bound"):
+                bounds["upper_bound"] = value.upper_bound.value
+            if change.HasField("absolute"):
+                lower_is_better = change.direction == tfma.MetricDirection.LOWER_IS_BETTER
+                bounds["change_absolute_max" if lower_is_better else "change_absolute"] = change.absolute.value
+            if bounds:
+                # Results are keyed by the metric's name: snake_case of its class unless renamed.
+                name = json.loads(metric.config or "{}").get("name") or re.sub(
+                    r"(?<=[a-z0-9])(?=[A-Z])", "_", metric.class_name).lower()
+                result[name] = bounds
+    return result
+
+
+def _overall_metrics(uri: str) -> tuple[dict[str, float], dict[str, float]]:
+    candidate, baseline = {}, {}
+    for per_slice in tfma.load_metrics(uri):
+        if per_slice.slice_key.single_slice_keys:
+            continue
+        for kv in per_slice.metric_keys_and_values:
+            if kv.key.is_diff:
+                continue
+            target = baseline if kv.key.model_name == "baseline" else candidate
+            target[kv.key.name] = kv.value.double_value.value
+    return candidate, baseline
+
+
+def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] = None) -> str:
+    lines = [f"run {summary.run_id}", "components:"]
+    for c in summary.components:
+        lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
+    lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    if summary.snapshot_digest:
+        lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
+    if summary.gate_anomalies:
+        lines.append("data gate: STOPPED the run before Transform; anomalies:")
+        lines.extend(f"  {a}" for a in summary.gate_anomalies)
+    metric = _gated_metric(summary, config)
+    if metric is not None and metric.key in summary.metrics:
+        lines.append(_metric_line(summary, metric))
+        lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
+    if summary.blessed is not None:
+        lines.append("blessed: yes" if summary.blessed else "blessed: NO")
+        lines.extend(f"  why: {f}" for f in summary.validation_failures)
+    lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})" if summary.pushed_path
+                 else "pushed: nothing (the model serving now, if any, is unchanged)")
+    lines.append(f"artifacts: {config.pipeline.pipeline_root}")
+    lines.append(f"metadata:  {config.pipeline.metadata_path}")
+    if log_file:
+        lines.append(f"log:       {log_file}")
+    return "\n".join(lines)
+
+
+def _gated_metric(summary: RunSummary, config: Config) -> Optional[MainMetric]:
+    """The task's main metric: the config's task, else whichever main metric the Evaluator gated on."""
+    if config.features is not None:
+        return MAIN_METRICS[config.features.task]
+    return next((m for m in MAIN_METRICS.values() if m.key in summary.thresholds), None)
+
+
+def _metric_line(summary: RunSummary, metric: MainMetric) -> str:
+    """The main metric against the thresholds the Evaluator recorded in MLMD (as the report shows them)."""
+    bounds = summary.thresholds.get(metric.key, {})
+    parts = [f"{side} bound {bounds[f'{side}_bound']}" for side in ("lower", "upper") if f"{side}_bound" in bounds]
+    parts = parts or ["no absolute bound"]
+    base = summary.baseline_metrics.get(metric.key)
+    if base is None:
+        parts.append("no blessed baseline yet")
+    else:
+        allowed = ""
+        # Rounded: the threshold is -(allowed regression) - CHANGE_EPSILON in floating point
+        # (+(allowed) + CHANGE_EPSILON for a lower-is-better metric).
+        if "change_absolute" in bounds:
+            allowed = f", allowed regression {round(-bounds['change_absolute'] - CHANGE_EPSILON, 9)}"
+        elif "change_absolute_max" in bounds:
+            allowed = f", allowed regression {round(bounds['change_absolute_max'] - CHANGE_EPSILON, 9)}"
+        parts.append(f"baseline {base:.4f}{allowed}")
+    return f"eval {metric.label}: {summary.metrics[metric.key]:.4f} ({'; '.join(parts)})"

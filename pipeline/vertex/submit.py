@@ -1,0 +1,86 @@
+"""`python -m pipeline submit`: preflight, compile, check the bucket, start a
+Vertex AI PipelineJob, and optionally follow it to the end (client set-up and
+errors: client.py; the checks: preflight.py).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from pipeline.config import Config
+from pipeline.errors import EXIT_FAILED, EXIT_OK, VertexError
+from pipeline.vertex.client import build_job, cache_override_note, check_bucket, describe_api_error, init_client
+
+CONSOLE = "https://console.cloud.google.com/vertex-ai"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    resource_name: str
+    job_id: str
+    console_url: str
+
+
+def console_url(config: Config, job_id: str) -> str:
+    return f"{CONSOLE}/locations/{config.vertex.region}/pipelines/runs/{job_id}?project={config.vertex.project}"
+
+
+def submit(config: Config, template: str, enable_caching: Optional[bool] = None,
+           job_id: Optional[str] = None) -> Submitted:
+    from google.api_core import exceptions as gexc
+
+    check_bucket(config)
+    job = build_job(config, template, enable_caching, job_id)
+    try:
+        job.submit(service_account=config.vertex.service_account)
+    except gexc.GoogleAPICallError as e:
+        raise VertexError(describe_api_error(e, "creating the pipeline job", config)) from None
+    return Submitted(job.resource_name, job.job_id, console_url(config, job.job_id))
+
+
+_DONE_OK = "PIPELINE_STATE_SUCCEEDED"
+_DONE_BAD = ("PIPELINE_STATE_FAILED", "PIPELINE_STATE_CANCELLED")
+
+
+def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
+         report: Callable[[str], None] = print) -> bool:
+    """Follow the job until it ends; report each state change; True if it succeeded."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import aiplatform
+
+    last = None
+    while True:
+        try:
+            resource = aiplatform.PipelineJob.get(resource_name).gca_resource
+        except gexc.GoogleAPICallError as e:
+            raise VertexError(describe_api_error(e, f"reading {resource_name}", config)) from None
+        state = resource.state.name
+        if state != last:
+            report(f"{time.strftime('%H:%M:%S')} {state}")
+            last = state
+        if state == _DONE_OK:
+            return True
+        if state in _DONE_BAD:
+            if resource.error.message:
+                report(f"error: {resource.error.message}")
+            return False
+        time.sleep(poll_seconds)
+
+
+def cmd_submit(config: Config, args) -> int:
+    from pipeline.vertex.compile import compile_pipeline
+    from pipeline.vertex.preflight import ensure
+
+    init_client(config, args.api_endpoint)
+    ensure(config, args.preflight_endpoint, args.skip_preflight)
+    template = compile_pipeline(config, args.output)
+    if note := cache_override_note(args.cache):
+        print(note, file=sys.stderr)
+    job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
+    print(f"submitted {job.resource_name}\nconsole: {job.console_url}")
+    if args.wait and not wait(config, job.resource_name, args.poll_seconds):
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,82 @@
+"""One training job: strategy, input, the loop, and the chief's export.
+
+The TFX Trainer (trainer/run_fn.py) and `python -m trainer` (trainer/cli.py)
+differ only in where the transformed data and its vocabularies come from,
+where the job writes, and how the model is exported; both run `fit_and_export`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from typing import Callable, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from trainer.config import TrainerConfig
+from trainer.data import record_dataset_fn
+from trainer.loop import TrainResult, train
+from trainer.strategy import chief_or_temp_dir, is_chief, make_strategy
+from trainer.tasks import Task
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformedData:
+    """Transform's materialised examples and what the model needs to know about them."""
+    train_files: str | list[str]  # globs of gzipped TFRecords
+    eval_files: str | list[str] | None  # None: no evaluation
+    feature_spec: dict
+    label: str  # the transformed label feature, split off as the labels
+    task: Task  # loss, metric (trainer/tasks.py)
+    model_fn: Callable[[], tf_keras.Model]  # called under the strategy's scope
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    result: TrainResult
+    chief: bool
+    replicas: int
+    export_dir: Optional[str]  # where this worker exported (a removed temp dir off the chief); None: no export
+
+
+# (model, directory): write the trained model as a SavedModel.
+ExportFn = Callable[[tf_keras.Model, str], object]
+
+
+def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData], *,
+                   checkpoint_dir: str, logdir: Optional[str],
+                   export_dir: Optional[str], export: ExportFn) -> Fitted:
+    """Train under the strategy cfg.strategy picks, then export unless preempted.
+
+    `read_data` runs only once the strategy exists: TPU and multi-worker set-up
+    must come before anything else uses TF, and reading a vocabulary may.
+    With `export_dir` None nothing is exported.
+    """
+    strategy = make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
+    data = read_data()
+    train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, label=data.label,
+                                 training=True,
+                                 seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
+    eval_fn = None
+    if data.eval_files is not None:
+        # Padded, weighted batches: static shapes on every strategy, and every row counted.
+        eval_fn = record_dataset_fn(data.eval_files, data.feature_spec, cfg.global_batch_size, label=data.label,
+                                    training=False, max_batches=cfg.eval_batches)
+
+    result = train(strategy, cfg, data.model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir,
+                   task=data.task)
+    exported = None
+    if export_dir and not result.preempted:
+        exported = _export_from_chief(strategy, result.model, export_dir, export)
+    return Fitted(result, is_chief(strategy), strategy.num_replicas_in_sync, exported)
+
+
+def _export_from_chief(strategy: tf.distribute.Strategy, model: tf_keras.Model, export_dir: str,
+                       export: ExportFn) -> str:
+    """Every worker exports (a collective); only the chief's copy lands in `export_dir`."""
+    target = chief_or_temp_dir(strategy, export_dir, "export")
+    export(model, target)
+    if not is_chief(strategy):
+        shutil.rmtree(target, ignore_errors=True)
+    return target
