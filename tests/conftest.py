@@ -60,13 +60,38 @@ def tree_hashes(directory: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def safety_run(tmp_path_factory) -> SafetyRun:
-    """A run of its own (caching off) that pushes the model the gate tests must protect;
-    kept apart from pipeline_run so bad-input runs never become another test's 'latest run'."""
+    """A run of its own that pushes the model the gate tests must protect; kept apart
+    from pipeline_run so bad-input runs never become another test's 'latest run'.
+    Caching on: later runs on its root with the same data reuse its Transform."""
     from pipeline.local_runner import run_local
 
     root = tmp_path_factory.mktemp("safety")
-    config = local_config(root, SAFETY_TRAIN_STEPS, "pipeline.enable_cache=false")
+    config = local_config(root, SAFETY_TRAIN_STEPS)
     out = io.StringIO()
     summary = run_local(config, out)
     assert summary.pushed_path, out.getvalue()
     return SafetyRun(root, config, summary, out.getvalue())
+
+
+@dataclasses.dataclass
+class RejectedRun:
+    config: Config
+    summary: object
+    output: str
+    serving_before: dict[str, str]  # tree_hashes of safety_run's serving dir before and after this run
+    serving_after: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def rejected_run(safety_run) -> RejectedRun:
+    """A candidate the Evaluator must reject (one training step) on safety_run's root,
+    against its blessed model; the gate and report tests read the same run."""
+    from pipeline.local_runner import run_local
+
+    serving = Path(safety_run.config.pipeline.serving_dir)
+    before = tree_hashes(serving)
+    config = load_config(CONFIG, safety_run.overrides(
+        "trainer.train_steps=1", "trainer.eval_every_steps=1", "trainer.steps_per_execution=1"))
+    out = io.StringIO()
+    summary = run_local(config, out)
+    return RejectedRun(config, summary, out.getvalue(), before, tree_hashes(serving))
