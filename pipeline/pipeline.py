@@ -8,7 +8,6 @@ from typing import Optional
 # TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
 # BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
 import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis import constants as tfma_constants
 from tfx.components import CsvExampleGen, ExampleValidator, Pusher, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
@@ -111,8 +110,6 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     """Accuracy must clear an absolute bar and not regress against the last blessed model."""
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
-            # Said, not probed: left open, TFMA loads each model once more just to find its type.
-            model_type=tfma_constants.TF_GENERIC,
             signature_name=SERVING_SIGNATURE,
             preprocessing_function_names=[TRANSFORM_SIGNATURE],
             label_key=features.LABEL_XF,
