@@ -25,31 +25,54 @@ def local_config(root, *overrides: str) -> Config:
     return load_config(CONFIG, [f"pipeline.root={root}", *overrides])
 
 
+@dataclasses.dataclass
+class FinishedRun:
+    """A finished LocalDagRunner run of the shipped local config plus `settings` (overrides)."""
+
+    root: Path
+    config: Config
+    summary: object  # pipeline.runs.summary.RunSummary
+    output: str  # what the run printed
+    settings: tuple[str, ...] = ()
+
+    def overrides(self, *extra: str) -> list[str]:
+        """This run's root and settings plus `extra`: for a later run that builds on this one."""
+        return [f"pipeline.root={self.root}", *self.settings, *extra]
+
+
 @pytest.fixture(scope="session")
-def pipeline_run(tmp_path_factory):
-    """One real LocalDagRunner run on the bundled data, shared by the e2e and report tests."""
+def finished_run(tmp_path_factory):
+    """`finished_run(*settings)`: a real run (caching on) on the bundled data with these
+    overrides, made once per session for each distinct `settings` and shared by every test
+    that asks for it, so tests that only read a run's outputs don't pay for their own.
+    Other tests may run the pipeline again on a shared root: read this run's outputs
+    through its summary (run id, execution ids), not through "the latest run"."""
     from pipeline.local_runner import run_local
 
-    root = tmp_path_factory.mktemp("pipeline")
-    config = local_config(root)
-    out = io.StringIO()
-    summary = run_local(config, stream=out)
-    return config, summary, out.getvalue()
+    runs: dict[tuple[str, ...], FinishedRun] = {}
+
+    def get(*settings: str) -> FinishedRun:
+        if settings not in runs:
+            root = tmp_path_factory.mktemp("run")
+            config = local_config(root, *settings)
+            out = io.StringIO()
+            summary = run_local(config, stream=out)
+            runs[settings] = FinishedRun(root, config, summary, out.getvalue(), settings)
+        return runs[settings]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def pipeline_run(finished_run):
+    """The shipped config on the bundled data, as (config, summary, console output);
+    shared by the e2e and report tests."""
+    run = finished_run()
+    return run.config, run.summary, run.output
 
 
 # The gate and determinism tests train briefly; their own runs reuse these.
 SAFETY_TRAIN_STEPS = "trainer.train_steps=200"
-
-
-@dataclasses.dataclass
-class SafetyRun:
-    root: Path
-    config: Config
-    summary: object
-    output: str
-
-    def overrides(self, *extra: str) -> list[str]:
-        return [f"pipeline.root={self.root}", SAFETY_TRAIN_STEPS, *extra]
 
 
 def tree_hashes(directory: Path) -> dict[str, str]:
@@ -59,14 +82,34 @@ def tree_hashes(directory: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def safety_run(tmp_path_factory) -> SafetyRun:
-    """A run of its own (caching off) that pushes the model the gate tests must protect;
-    kept apart from pipeline_run so bad-input runs never become another test's 'latest run'."""
+def safety_run(finished_run) -> FinishedRun:
+    """A run of its own that pushes the model the gate tests must protect; kept apart
+    from pipeline_run so bad-input runs never become another test's 'latest run'.
+    Later runs on its root with the same data reuse its cached Transform."""
+    run = finished_run(SAFETY_TRAIN_STEPS)
+    assert run.summary.pushed_path, run.output
+    return run
+
+
+@dataclasses.dataclass
+class RejectedRun:
+    config: Config
+    summary: object
+    output: str
+    serving_before: dict[str, str]  # tree_hashes of safety_run's serving dir before and after this run
+    serving_after: dict[str, str]
+
+
+@pytest.fixture(scope="session")
+def rejected_run(safety_run) -> RejectedRun:
+    """A candidate the Evaluator must reject (one training step) on safety_run's root,
+    against its blessed model; the gate and report tests read the same run."""
     from pipeline.local_runner import run_local
 
-    root = tmp_path_factory.mktemp("safety")
-    config = local_config(root, SAFETY_TRAIN_STEPS, "pipeline.enable_cache=false")
+    serving = Path(safety_run.config.pipeline.serving_dir)
+    before = tree_hashes(serving)
+    config = load_config(CONFIG, safety_run.overrides(
+        "trainer.train_steps=1", "trainer.eval_every_steps=1", "trainer.steps_per_execution=1"))
     out = io.StringIO()
     summary = run_local(config, out)
-    assert summary.pushed_path, out.getvalue()
-    return SafetyRun(root, config, summary, out.getvalue())
+    return RejectedRun(config, summary, out.getvalue(), before, tree_hashes(serving))

@@ -85,17 +85,13 @@ def test_cli_exits_nonzero_listing_the_anomalies(safety_run, tmp_path, capsys):
     assert tree_hashes(_serving(safety_run)) == before
 
 
-def test_weak_model_is_not_pushed(safety_run):
-    before = tree_hashes(_serving(safety_run))
-    config = load_config(CONFIG, safety_run.overrides(
-        "trainer.train_steps=1", "trainer.eval_every_steps=1", "trainer.steps_per_execution=1"))
-    out = io.StringIO()
-    summary = run_local(config, out)
-    text = out.getvalue()
+def test_weak_model_is_not_pushed(rejected_run):
+    config, summary, text = rejected_run.config, rejected_run.summary, rejected_run.output
+    assert config.trainer.train_steps == 1
     assert summary.blessed is False and summary.pushed_path is None, text
     acc, base = summary.metrics[ACCURACY], summary.baseline_metrics[ACCURACY]
     assert acc < bounds(config)[0] or acc < base
     # The summary says why, with both numbers.
     assert f"eval accuracy: {acc:.4f} (lower bound 0.9; baseline {base:.4f}" in text, text
     assert "blessed: NO" in text and "why: sparse_categorical_accuracy" in text, text
-    assert tree_hashes(_serving(safety_run)) == before
+    assert rejected_run.serving_after == rejected_run.serving_before

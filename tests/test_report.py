@@ -12,10 +12,8 @@ from tfx import v1 as tfx
 from tfx.types import artifact as tfx_artifact
 
 from pipeline import cli
-from pipeline.local_runner import run_local
 from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir
 from pipeline.runs.summary import ACCURACY, summarize
-from tests.conftest import local_config
 
 pytestmark = pytest.mark.e2e
 
@@ -104,20 +102,14 @@ def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):
     assert "no run 'no-such-run'" in capsys.readouterr().err
 
 
-def test_a_rejected_candidate_shows_baseline_numbers_and_why(pipeline_run, tmp_path):
-    """A second run against the first one's blessed model, with a bar it can't clear."""
-    config, first, _ = pipeline_run
-    root = tmp_path / "second"
-    # The copied store still points at the first run's artifacts, which stay in place.
-    shutil.copytree(config.pipeline.root_uri, root)
-    second = local_config(root, "trainer.train_steps=20", "trainer.eval_every_steps=20",
-                          "evaluator.lower_bound=0.999")
-    summary = run_local(second, stream=open(os.devnull, "w"))
+def test_a_rejected_candidate_shows_baseline_numbers_and_why(rejected_run, safety_run):
+    """A run against an earlier blessed model whose candidate can't clear the bar (shared with the gate tests)."""
+    config, summary = rejected_run.config, rejected_run.summary
     assert summary.blessed is False and summary.pushed_path is None
-    with open(os.path.join(run_dir(second, summary.run_id), REPORT_FILE)) as f:
+    with open(os.path.join(run_dir(config, summary.run_id), REPORT_FILE)) as f:
         evaluation = _section(f.read(), "evaluation")
     assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>"
-            f"<td>{first.metrics[ACCURACY]:.4f}</td>") in evaluation
+            f"<td>{safety_run.summary.metrics[ACCURACY]:.4f}</td>") in evaluation
     assert "<b>Not blessed</b>" in evaluation and "nothing pushed" in evaluation
     assert summary.validation_failures
     assert all(html.escape(f) in evaluation for f in summary.validation_failures)

@@ -1,7 +1,9 @@
-"""The training loop under real strategies, each run in its own `python -m trainer` process.
+"""The training loop under real strategies, through `python -m trainer train`.
 
-Separate processes because logical CPU devices and TF_CONFIG must be set
-before TF initialises, and because preemption is a signal to a process.
+Its own process where a test needs one: logical CPU devices, TF_CONFIG and
+XLA_FLAGS must be set before TF initialises, and preemption is a signal to a
+process. Jobs that need none of these run the same entry point in this
+process (`train_here`), saving a TensorFlow start-up each.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainer.cli import EXIT_BAD_CONFIG, EXIT_PREEMPTED
+from trainer import cli
+from trainer.cli import EXIT_BAD_CONFIG, EXIT_OK, EXIT_PREEMPTED
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -66,6 +69,11 @@ def start(job: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     return proc
 
 
+def train_here(job: Path) -> None:
+    """`python -m trainer train job` in this process (default strategy, this process's one CPU device)."""
+    assert cli.main(["train", str(job)]) == EXIT_OK
+
+
 def finish(proc: subprocess.Popen, expect: int = 0, timeout: float = 240) -> str:
     proc.wait(timeout=timeout)
     out = proc.log_path.read_text()
@@ -85,7 +93,7 @@ def trajectory(res: dict) -> list[float]:
 def single_device_run(data, tmp_path_factory) -> dict:
     directory = tmp_path_factory.mktemp("default")
     job = write_job(directory, data, {"logdir": str(directory / "logs")}, profile_steps=[10, 20])
-    finish(start(job, "--cpu-devices", "2"))
+    train_here(job)
     res = result(job)
     res["logdir"] = str(directory / "logs")
     assert res["replicas"] == 1
@@ -107,12 +115,12 @@ def test_tensorboard_scalars_and_profile_window_are_written(single_device_run):
 
 def test_early_stopping_stops_and_stays_stopped(data, tmp_path):
     job = write_job(tmp_path, data, train_steps=400, learning_rate=0.05, early_stopping_patience=2)
-    finish(start(job))
+    train_here(job)
     stopped = result(job)
     eval_losses = [r["eval_loss"] for r in stopped["history"]]
     assert stopped["stopped_early"] and stopped["step"] < 400
     assert min(eval_losses[-2:]) >= min(eval_losses[:-2])  # two evaluations without improvement
-    finish(start(job))  # a restart (e.g. after preemption) must not train on
+    train_here(job)  # a restart (e.g. after preemption) must not train on
     again = result(job)
     assert again["stopped_early"] and again["initial_step"] == again["step"] == stopped["step"]
 
@@ -127,7 +135,7 @@ def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, 
 
 def test_gradient_accumulation_matches_one_big_batch(single_device_run, data, tmp_path):
     job = write_job(tmp_path, data, gradient_accumulation_steps=4)
-    finish(start(job))
+    train_here(job)
     assert trajectory(result(job)) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
 
 

@@ -4,7 +4,6 @@ against the last blessed model, plus the task's other metrics for the record."""
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis import constants as tfma_constants
 
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.data.checks import require_features
@@ -44,8 +43,6 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         threshold.value_threshold.CopyFrom(value)
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
-            # Said, not probed: left open, TFMA loads each model once more just to find its type.
-            model_type=tfma_constants.TF_GENERIC,
             signature_name=SERVING_SIGNATURE,
             preprocessing_function_names=[TRANSFORM_SIGNATURE],
             label_key=xf(features.label),
