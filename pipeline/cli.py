@@ -9,6 +9,7 @@ from components.snapshot.store import SnapshotError
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
 from pipeline.vertex.compile import DEFAULT_OUTPUT
+from pipeline.vertex.dryrun import DEFAULT_DIR as DRYRUN_DIR
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -69,6 +70,13 @@ def _add_vertex_commands(sub) -> None:
         p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
     for p in (submit, schedule):
         p.add_argument("--api-endpoint", help="Vertex API endpoint, e.g. europe-west4-aiplatform.googleapis.com")
+    dryrun = sub.add_parser("dryrun", help="compile as submit does and run the job on this machine as Vertex would")
+    dryrun.add_argument("--runs", type=int, default=1, help="run the job this many times (caching across runs)")
+    dryrun.add_argument("--local-dir", default=DRYRUN_DIR,
+                        help="the mapped bucket and the emulated service's state (runs here build on each other)")
+    dryrun.set_defaults(func=cmd_dryrun)
+    _add_config_args(dryrun)
+    dryrun.set_defaults(config="configs/vertex.yaml")
 
 
 def _vertex_command(name: str):
@@ -76,6 +84,12 @@ def _vertex_command(name: str):
     from pipeline.vertex import compile, schedules, submit
 
     return {"compile": compile.cmd_compile, "submit": submit.cmd_submit, "schedule": schedules.cmd_schedule}[name]
+
+
+def cmd_dryrun(config, args) -> int:
+    from pipeline.vertex.dryrun.run import cmd_dryrun
+
+    return cmd_dryrun(config, args)
 
 
 def cmd_run(config, args) -> int:
