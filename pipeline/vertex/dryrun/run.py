@@ -99,6 +99,10 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
              stream: TextIO) -> RunResult:
     started = time.monotonic()
     job = submitted_job(config, template)
+    while (service_dir / "logs" / job.job_id).exists():
+        # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id.
+        time.sleep(0.2)
+        job = submitted_job(config, template)
     notes: list[str] = []
     tasks = read_tasks(job.spec, notes)
     logs = service_dir / "logs" / job.job_id
