@@ -139,7 +139,8 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
     failed = [r for r in results if r.state == "failed"]
     if failed:
         raise PipelineFailed(f"dry run {job.job_id}: {failed[0].name} failed: {failed[0].error}\n"
-                             f"log: {failed[0].log}" + "".join(f"\n{e}" for e in emulator.errors))
+                             f"log: {failed[0].log}" + "".join(f"\n{e}" for e in emulator.errors)
+                             + "".join(f"\nCustomJob {j.name}: {j.error}" for j in jobs if j.error))
     return RunResult(job.job_id, results, summary, jobs, notes)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -191,10 +192,14 @@ def _supervise(run: JobRun, settings: Settings) -> None:
                 r.process = subprocess.Popen(r.command, env={**settings.env, **r.env}, stdout=log,
                                              stderr=subprocess.STDOUT, cwd=settings.cwd)
         settings.report(f"  CustomJob {run.name}: {len(run.replicas)} replica process(es) started, logs in {logs}")
-        culprit = None
+        culprit, chief = None, _Follow(run.replicas[0].log)
         while culprit is None and any(r.process.poll() is None for r in run.replicas):
             culprit = next((r for r in run.replicas if r.process.returncode not in (None, 0)), None)
+            for line in chief.new_lines():
+                settings.report(f"    {line}")
             time.sleep(0.5)
+        for line in chief.new_lines():
+            settings.report(f"    {line}")
         run.stop()
         for r in run.replicas:
             r.returncode = r.process.wait()
@@ -208,3 +213,20 @@ def _supervise(run: JobRun, settings: Settings) -> None:
         run.state, run.error = "FAILED", f"could not start a replica: {e}"
     finally:
         run.done.set()
+
+
+class _Follow:
+    """The trainer's own progress lines (steps, strategy, export) as they appear in the primary replica's log,
+    shown as `make run` shows them."""
+    _LINE = re.compile(r"^[IWE]\d{4} [\d:.]+ +\d+ (?:loop|run_fn|strategy)\.py:\d+\] (.*)$")
+
+    def __init__(self, path: Path):
+        self.path, self.offset = path, 0
+
+    def new_lines(self) -> list[str]:
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        complete = data[:data.rfind(b"\n") + 1]  # a line still being written waits for the next call
+        self.offset += len(complete)
+        return [m[1] for m in map(self._LINE.match, complete.decode(errors="replace").splitlines()) if m]
