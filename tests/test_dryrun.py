@@ -117,23 +117,28 @@ def _settings(tmp_path, notes):
 
 
 def test_tpu_pool_runs_on_cpu_with_the_strategy_changed_and_tpu_runtime_withheld(tmp_path):
-    props = {"custom_config": json.dumps({"trainer": {"strategy": "tpu", "train_steps": 5}})}
+    props = {"custom_config": json.dumps({"trainer": {"strategy": "tpu", "train_steps": 5,
+                                                      "require_accelerator": "tpu"}})}
     pool = {"machine_spec": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}, "replica_count": 1,
             "container_spec": {"image_uri": "i", "command": ["python", "-m", "x", "--exec-properties",
                                                              json.dumps(props)],
                                "env": [{"name": "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "value": "/lib/libtpu.so"},
-                                       {"name": "PJRT_DEVICE", "value": "TPU"}]}}
+                                       {"name": "PJRT_DEVICE", "value": "TPU"},
+                                       {"name": "LOG_FORMAT", "value": "json"}]}}
     notes = []
     run = workers.plan("projects/p/locations/r/customJobs/1", {"job_spec": {"worker_pool_specs": [pool]}},
                        _settings(tmp_path, notes))
     (replica,) = run.replicas
     sent = json.loads(replica.command[replica.command.index("--exec-properties") + 1])
-    assert json.loads(sent["custom_config"])["trainer"] == {"strategy": "default", "train_steps": 5}
+    assert json.loads(sent["custom_config"])["trainer"] == {"strategy": "default", "train_steps": 5,
+                                                            "require_accelerator": None}
     assert replica.command[0] == sys.executable
-    assert "TF_PLUGGABLE_DEVICE_LIBRARY_PATH" not in replica.env and replica.env["PJRT_DEVICE"] == "TPU"
+    assert "TF_PLUGGABLE_DEVICE_LIBRARY_PATH" not in replica.env and "PJRT_DEVICE" not in replica.env
+    assert replica.env["LOG_FORMAT"] == "json"
     assert json.loads(replica.env["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0}
     text = "\n".join(notes)
-    assert "DEVICE EMULATED" in text and "'tpu' -> 'default'" in text and "withheld" in text
+    assert "DEVICE EMULATED" in text and "strategy 'tpu' -> 'default'" in text and "withheld" in text
+    assert "require_accelerator 'tpu' -> None" in text
 
 
 def test_python_package_pools_are_refused_naming_the_field(tmp_path):

@@ -38,7 +38,8 @@ def two_runs(tmp_path_factory):
     csv_path = Path(first.bucket.local(config.data.input_dir)) / "penguins.csv"
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
-    second = dry_run(config, local_dir, stream=second_out)
+    # The same compiled spec, as a schedule would submit it again.
+    second = dry_run(config, local_dir, stream=second_out, template=first.service_dir / "pipeline.json")
     return config, local_dir, (first, first_out.getvalue()), (second, second_out.getvalue())
 
 
@@ -49,7 +50,7 @@ def test_first_run_pushes_a_blessed_model_trained_on_emulated_tpu(two_runs):
     assert run.summary.blessed is True and run.summary.pushed_path
     assert "BEAM: the DataflowRunner args of" in console and "--runner=DataflowRunner" not in console
     assert "DEVICE EMULATED" in console
-    assert "custom_config.trainer.strategy 'tpu' -> 'default'" in console
+    assert "TRAINER CONFIG OVERRIDDEN: custom_config.trainer.strategy 'tpu' -> 'default'" in console
     job = run.custom_jobs[0]
     assert job.state == "SUCCEEDED" and len(job.replicas) == 1
     cluster = json.loads(job.replicas[0].env["CLUSTER_SPEC"])

@@ -9,11 +9,13 @@ AIP_TENSORBOARD_LOG_DIR when the job has a base_output_directory. So a
 two-worker pool trains as MultiWorkerMirroredStrategy over 127.0.0.1.
 
 There is no TPU or GPU here. An accelerator pool runs on CPU and says so;
-for a TPU pool the trainer's `strategy: tpu` would fail on CPU, so the job's
-command is changed, visibly: custom_config.trainer.strategy in its
---exec-properties becomes `default` (or `multi_worker` for several
-replicas), and the spec's variables that load a TPU runtime
-(TF_PLUGGABLE_DEVICE_LIBRARY_PATH, TPU_*) are withheld. Each change is printed.
+the trainer config in the job's --exec-properties is changed, visibly: a
+TPU pool's `strategy: tpu` (which cannot run on CPU) becomes `default` (or
+`multi_worker` for several replicas), and `require_accelerator` (which would
+refuse to start without the device) is cleared; the spec's variables that
+load a TPU runtime (TF_PLUGGABLE_DEVICE_LIBRARY_PATH,
+NEXT_PLUGGABLE_DEVICE_USE_C_API, TPU_*, PJRT_*) are withheld. Each change is
+printed.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from typing import Any, Callable, Optional
 from trainer.run_fn import CONFIG_KEY
 
 _POOL_FIELDS = {"machine_spec", "replica_count", "container_spec", "disk_spec"}
-_TPU_ENV = ("TF_PLUGGABLE_DEVICE_LIBRARY_PATH",)
-_TPU_ENV_PREFIX = "TPU_"
+# A TPU runtime's switches: TF loads the named PJRT plugin at import, and TPU_* make the trainer look for a TPU.
+_TPU_ENV = ("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "NEXT_PLUGGABLE_DEVICE_USE_C_API")
+_TPU_ENV_PREFIXES = ("TPU_", "PJRT_")
 # Job fields that decide nothing about what runs here; each one present is named on the console.
 _NO_LOCAL_EFFECT = ("service_account", "scheduling", "network", "reserved_ip_ranges", "enable_web_access",
                     "enable_dashboard_access", "tensorboard", "experiment", "experiment_run", "persistent_resource_id",
@@ -136,10 +139,11 @@ def _pool_command(i: int, pool: dict[str, Any], total: int, settings: Settings) 
     if is_tpu or accelerator:
         settings.report(f"  DEVICE EMULATED: {field} asks for {'a TPU' if is_tpu else accelerator}; "
                         "there is none here, so it runs on CPU")
+    if is_tpu or accelerator:
+        command = _cpu_trainer(command, total, field, settings, is_tpu)
     if is_tpu:
-        command = _cpu_strategy(command, total, field, settings)
         for key in sorted(env):
-            if key in _TPU_ENV or key.startswith(_TPU_ENV_PREFIX):
+            if key in _TPU_ENV or key.startswith(_TPU_ENV_PREFIXES):
                 settings.report(f"  {field}.container_spec.env {key}={env.pop(key)} withheld: "
                                 "it loads a TPU runtime this machine does not have")
     for key, value in sorted(env.items()):
@@ -147,8 +151,9 @@ def _pool_command(i: int, pool: dict[str, Any], total: int, settings: Settings) 
     return [sys.executable, *command[1:]], env
 
 
-def _cpu_strategy(command: list[str], total: int, field: str, settings: Settings) -> list[str]:
-    """The trainer's strategy for a TPU pool running on CPU, changed in the job's own --exec-properties."""
+def _cpu_trainer(command: list[str], total: int, field: str, settings: Settings, is_tpu: bool) -> list[str]:
+    """The trainer config of an accelerator pool running on CPU, changed in the job's own --exec-properties:
+    `strategy: tpu` cannot run on CPU, and `require_accelerator` would refuse to start without the device."""
     if "--exec-properties" not in command:
         settings.report(f"  {field}: no --exec-properties in the command; it runs unchanged on CPU")
         return command
@@ -157,11 +162,17 @@ def _cpu_strategy(command: list[str], total: int, field: str, settings: Settings
     custom = props.get("custom_config")
     custom = json.loads(custom) if isinstance(custom, str) else custom
     trainer = (custom or {}).get(CONFIG_KEY)
-    if not trainer or trainer.get("strategy") != "tpu":
+    if not trainer:
         return command
-    trainer["strategy"] = "multi_worker" if total > 1 else "default"
-    settings.report(f"  STRATEGY OVERRIDDEN: custom_config.{CONFIG_KEY}.strategy 'tpu' -> '{trainer['strategy']}' "
-                    "in the CustomJob's --exec-properties, because the TPU is emulated on CPU")
+    changes = {}
+    if is_tpu and trainer.get("strategy") == "tpu":
+        changes["strategy"] = "multi_worker" if total > 1 else "default"
+    if trainer.get("require_accelerator"):
+        changes["require_accelerator"] = None
+    for key, value in changes.items():
+        settings.report(f"  TRAINER CONFIG OVERRIDDEN: custom_config.{CONFIG_KEY}.{key} {trainer[key]!r} -> "
+                        f"{value!r} in the CustomJob's --exec-properties, because the device is emulated on CPU")
+        trainer[key] = value
     props["custom_config"] = json.dumps(custom)
     return [*command[:i], json.dumps(props), *command[i + 1:]]
 
