@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (run, report, snaps, lineage):
         _add_config_args(p)
     _add_vertex_commands(sub)
+    _add_dryrun_command(sub)
     return parser
 
 
@@ -70,13 +71,6 @@ def _add_vertex_commands(sub) -> None:
         p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
     for p in (submit, schedule):
         p.add_argument("--api-endpoint", help="Vertex API endpoint, e.g. europe-west4-aiplatform.googleapis.com")
-    dryrun = sub.add_parser("dryrun", help="compile as submit does and run the job on this machine as Vertex would")
-    dryrun.add_argument("--runs", type=int, default=1, help="run the job this many times (caching across runs)")
-    dryrun.add_argument("--local-dir", default=DRYRUN_DIR,
-                        help="the mapped bucket and the emulated service's state (runs here build on each other)")
-    dryrun.set_defaults(func=cmd_dryrun)
-    _add_config_args(dryrun)
-    dryrun.set_defaults(config="configs/vertex.yaml")
 
 
 def _vertex_command(name: str):
@@ -84,12 +78,6 @@ def _vertex_command(name: str):
     from pipeline.vertex import compile, schedules, submit
 
     return {"compile": compile.cmd_compile, "submit": submit.cmd_submit, "schedule": schedules.cmd_schedule}[name]
-
-
-def cmd_dryrun(config, args) -> int:
-    from pipeline.vertex.dryrun.run import cmd_dryrun
-
-    return cmd_dryrun(config, args)
 
 
 def cmd_run(config, args) -> int:
@@ -121,6 +109,22 @@ def cmd_lineage(config, args) -> int:
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK
+
+
+def _add_dryrun_command(sub) -> None:
+    dryrun = sub.add_parser("dryrun", help="compile as submit does and run the job on this machine as Vertex would")
+    dryrun.add_argument("--runs", type=int, default=1, help="run the job this many times (caching across runs)")
+    dryrun.add_argument("--local-dir", default=DRYRUN_DIR,
+                        help="the mapped bucket and the emulated service's state (runs here build on each other)")
+    dryrun.set_defaults(func=cmd_dryrun)
+    _add_config_args(dryrun)
+    dryrun.set_defaults(config="configs/vertex.yaml")
+
+
+def cmd_dryrun(config, args) -> int:
+    from pipeline.vertex.dryrun.run import cmd_dryrun
+
+    return cmd_dryrun(config, args)
 
 
 def _pin_snapshot(args) -> list[str]:
