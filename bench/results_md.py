@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 
+from bench import taxi
+from bench.side_by_side import component_table
+from bench.side_by_side import md as _md
+
 
 def markdown(r: dict) -> str:
     lines = [f"# Benchmarks {r.get('date', '')}", ""]
     m = r.get("machine", {})
     lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
-    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale)):
+    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale),
+                      ("taxi", lambda t: taxi.markdown(t, _when(t)))):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -23,19 +28,42 @@ def _local(loc: dict) -> list[str]:
              f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
              f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
              f"{loc.get('all_wall_seconds')}.", "",
-             "| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
-    names = list(dict.fromkeys([*loc["ours"]["components"], *loc["theirs"]["components"]]))
-    for n in names:
-        o, t = loc["ours"]["components"].get(n, {}), loc["theirs"]["components"].get(n, {})
-        lines.append(f"| {n} | {_md(o.get('seconds'))} | {_md(o.get('peak_rss_mb'))} | "
-                     f"{_md(t.get('seconds'))} | {_md(t.get('peak_rss_mb'))} |")
-    for who in ("ours", "theirs"):
-        x = loc[who]
-        lines.append(f"| *{who}: components / outside them / wall* | "
-                     f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
-                     f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | accuracy {_md(x['accuracy'])} | |")
-    lines.append("")
+             *component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
+    return lines + _rerun_and_before(loc)
+
+
+def _rerun_and_before(loc: dict) -> list[str]:
+    """Part 1's no-change rerun and before/after table (bench/local.py measures them)."""
+    lines = []
+    if "rerun" in loc:
+        r = loc["rerun"]
+        lines += [f"No-change rerun (caching on, a second identical `make run`): {r['wall_seconds']:.1f}s wall; "
+                  f"a process that only imports the local runner took {r['imports_wall_seconds']:.1f}s in the same "
+                  f"round, so **{r['beyond_imports_seconds']:.1f}s beyond the imports** (target <= "
+                  f"{r['target_seconds']:.0f}s: {'met' if r['met'] else 'NOT met'}); components not served from "
+                  f"cache: {', '.join(r['not_cached']) or 'none'}. All rounds: {r['all_beyond_imports_seconds']}.",
+                  ""]
+    if "before_after" in loc:
+        ba = loc["before_after"]
+        before, after = ba["before"], loc["ours"]
+        lines += [f"Before/after: the same fresh run from `{ba['checkout']}` in the same rounds (fastest of "
+                  f"{ba['all_wall_seconds']}): **after/before {ba['wall_ratio']:.2f}x wall**; before/theirs was "
+                  f"{before['wall_seconds'] / loc['theirs']['wall_seconds']:.2f}x.", "",
+                  "| component | before s | after s |", "|---|---:|---:|"]
+        names = list(dict.fromkeys([*before["components"], *after["components"]]))
+        for n in names:
+            b, a = before["components"].get(n, {}), after["components"].get(n, {})
+            lines.append(f"| {n} | {_secs(b.get('seconds'))} | {_secs(a.get('seconds'))} |")
+        for label, key in (("components", "components_seconds"), ("outside them (imports, set-up)",
+                                                                  "outside_components_seconds"),
+                           ("wall", "wall_seconds")):
+            lines.append(f"| *{label}* | {before[key]:.1f} | {after[key]:.1f} |")
+        lines.append("")
     return lines
+
+
+def _secs(x) -> str:
+    return "–" if x is None else f"{x:.2f}"
 
 
 def _trainer(t: dict) -> list[str]:
@@ -82,9 +110,3 @@ def _when(part: dict) -> str:
         return "(run time and load not recorded)"
     load = part["load_average"]
     return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
-
-
-def _md(x) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))

@@ -1,10 +1,12 @@
-"""`make bench`: three comparisons measured side by side in one run on this machine.
+"""`make bench`: four comparisons measured side by side in one run on this machine.
 
 1. local: this pipeline (`make run`, caching off) vs TFX's own penguin example
    on the same bundled rows, each in a fresh process so imports count for both;
 2. trainer: the custom loop vs `model.fit` (bench/trainer_bench.py, when present);
 3. scale: generated penguin-like data at each --sizes row count through the
-   full pipeline with Beam settings chosen for the size.
+   full pipeline with Beam settings chosen for the size;
+4. taxi: this pipeline on configs/taxi.yaml vs TFX's own Chicago taxi example
+   on the same rows: wall time and eval AUC (bench/taxi.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -27,19 +29,19 @@ from pathlib import Path
 
 import psutil
 
-from bench import tfx_penguin
-from bench.data_generator import SOURCE_CSV, write_dataset
-from bench.measure import Measured, run_measured
+from bench import local, taxi, tfx_penguin
+from bench.data_generator import write_dataset
+from bench.measure import run_measured
 from bench.results_md import markdown
-from pipeline.config import REPO_ROOT, load_config
-from pipeline.runs.summary import ACCURACY, summarize
+from bench.side_by_side import CONFIG_FILE, components, our_command
+from bench.side_by_side import ENV as _ENV
+from bench.side_by_side import check as _check
+from pipeline.config import REPO_ROOT, load_config, resolve
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
-LOCAL_TARGET_RATIO = 0.3      # our wall time <= 0.3x the TFX example's
+LOCAL_TARGET_RATIO = 0.25     # our wall time <= 0.25x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
-_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 # Below this many rows Beam's worker start-up costs more than it saves.
 MULTI_PROCESS_FROM_ROWS = 50_000
 
@@ -52,45 +54,15 @@ def beam_settings(rows: int) -> list[str]:
     return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
 
 
-def our_command(root: str, overrides: list[str] = ()) -> list[str]:
-    sets = [f"pipeline.root={root}", "pipeline.enable_cache=false", *overrides]
-    return [sys.executable, "-m", "pipeline", "run", "--config", str(CONFIG_FILE),
-            *[a for s in sets for a in ("--set", s)]]
-
-
-def components(measured: Measured, metadata_path: str, pipeline_name: str) -> dict:
-    """Per-component times from MLMD, each with the process tree's peak memory while it ran."""
-    summary = summarize(metadata_path, pipeline_name)
-    rows = {c.name: {"state": c.state, "seconds": round(c.seconds, 2),
-                     "peak_rss_mb": _round(measured.peak_between(c.started, c.started + c.seconds))}
-            for c in summary.components}
-    start = min(c.started for c in summary.components)
-    end = max(c.started + c.seconds for c in summary.components)
-    return {"wall_seconds": round(measured.wall_seconds, 2),
-            "components_seconds": round(end - start, 2),
-            # Process start, imports, pipeline compilation and the summary.
-            "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
-            "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
-            "accuracy": summary.metrics.get(ACCURACY), "blessed": summary.blessed,
-            "log": measured.log_file}
-
-
-def _round(x):
-    return None if x is None else round(x, 1)
-
-
-def _check(measured: Measured, what: str) -> None:
-    # Exit code 3 means "ran but not pushed": the timing still counts.
-    if measured.returncode not in (0, 3):
-        raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
-
-
-def bench_local(work: Path, repeat: int = 1) -> dict:
+def bench_local(work: Path, repeat: int = 1, before: Path | None = None) -> dict:
     """Ours and theirs alternately, `repeat` times each; the fastest of each side
-    counts, which is the fairest figure on a machine shared with other work."""
+    counts, which is the fairest figure on a machine shared with other work. Each
+    round also times a no-change rerun and, with `before`, the same run from that
+    checkout (bench/local.py)."""
     data_root = work / "tfx-data"
-    tfx_penguin.write_example_data(SOURCE_CSV, data_root)
-    ours_runs, theirs_runs = [], []
+    config = load_config(CONFIG_FILE)
+    tfx_penguin.write_example_data(next(Path(resolve(config.data.input_dir)).glob("*.csv")), data_root)
+    ours_runs, theirs_runs, reruns, before_runs = [], [], [], []
     for i in range(repeat):
         ours_root = work / f"ours-{i}"
         ours = run_measured(our_command(str(ours_root)), str(work / f"ours-{i}.log"), env=_ENV, cwd=REPO_ROOT)
@@ -105,13 +77,41 @@ def bench_local(work: Path, repeat: int = 1) -> dict:
         theirs_runs.append(components(theirs, tfx_penguin.paths(str(theirs_root))["metadata_path"],
                                       tfx_penguin.PIPELINE_NAME))
         print(f"  round {i + 1}: ours {ours.wall_seconds:.1f}s, theirs {theirs.wall_seconds:.1f}s", flush=True)
+        if before:
+            before_runs.append(_before_run(work, i, before))
+        reruns.append(_rerun(work, i))
     best_ours = min(ours_runs, key=lambda r: r["wall_seconds"])
     best_theirs = min(theirs_runs, key=lambda r: r["wall_seconds"])
     ratio = best_ours["wall_seconds"] / best_theirs["wall_seconds"]
-    return {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
-            "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
-                                 "theirs": [r["wall_seconds"] for r in theirs_runs]},
-            "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO}
+    result = {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
+              "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
+                                   "theirs": [r["wall_seconds"] for r in theirs_runs]},
+              "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO,
+              "rerun": local.summarise_reruns(reruns)}
+    if before:
+        result["before_after"] = local.before_after(before_runs, best_ours, before)
+    return result
+
+
+def _rerun(work: Path, i: int) -> dict:
+    root = work / f"rerun-{i}"
+    config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
+    r = local.rerun(our_command(str(root), ["pipeline.enable_cache=true"]), str(work / f"rerun-{i}"), _ENV,
+                    REPO_ROOT, lambda m: components(m, config.pipeline.metadata_path, config.pipeline.name))
+    print(f"  round {i + 1}: rerun {r['wall_seconds']:.1f}s, imports alone {r['imports_wall_seconds']:.1f}s",
+          flush=True)
+    return r
+
+
+def _before_run(work: Path, i: int, checkout: Path) -> dict:
+    root = work / f"before-{i}"
+    env = {**_ENV, "PYTHONPATH": str(checkout)}
+    measured = run_measured(local.before_command(checkout, str(root)), str(work / f"before-{i}.log"), env=env,
+                            cwd=checkout)
+    _check(measured, f"the run from {checkout}")
+    config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
+    print(f"  round {i + 1}: before {measured.wall_seconds:.1f}s", flush=True)
+    return components(measured, config.pipeline.metadata_path, config.pipeline.name)
 
 
 def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
@@ -207,13 +207,16 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
-    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale"])
+    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale", "taxi"])
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
     parser.add_argument("--keep", action="store_true", help="keep the runs' output directories")
+    parser.add_argument("--before", metavar="CHECKOUT", type=Path,
+                        help="also run an earlier checkout (with its .venv) in each local round: before/after table")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    before = local.check_before(args.before) if args.before else None
     # Reading results back through TFMA logs deprecation warnings; they aren't ours to fix.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
@@ -227,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                        env={**os.environ, **_ENV}, check=True, capture_output=True)
         if "local" not in args.skip:
             print("local: our pipeline, then TFX's penguin example ...", flush=True)
-            results["local"] = _stamped(bench_local, work, args.repeat)
+            results["local"] = _stamped(bench_local, work, args.repeat, before)
             print(f"  ratio {results['local']['ratio']:.2f}x", flush=True)
         if "trainer" not in args.skip:
             print("trainer: custom loop vs model.fit ...", flush=True)
@@ -236,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             results["trainer"] = _stamped(bench_trainer, work, ours if ours.is_dir() else None)
         if sizes and "scale" not in args.skip:
             results["scale"] = _stamped(bench_scale, work, sizes)
+        if "taxi" not in args.skip:
+            print("taxi: our pipeline on configs/taxi.yaml, then TFX's taxi example ...", flush=True)
+            results["taxi"] = _stamped(taxi.bench_taxi, work, args.repeat)
+            print(f"  ratio {results['taxi']['ratio']:.2f}x, AUC ours {results['taxi']['ours']['auc']} "
+                  f"theirs {results['taxi']['theirs']['auc']}", flush=True)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise

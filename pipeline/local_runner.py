@@ -8,9 +8,10 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from tfx import v1 as tfx
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from pipeline.config import Config, join
+from pipeline.data.checks import check_features
 from pipeline.errors import PipelineFailed
 from pipeline.pipeline import create_pipeline
 from pipeline.runs.progress import run_logging
@@ -23,6 +24,11 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     stream = stream or sys.stdout
     if config.pipeline.root_uri.startswith("gs://"):
         raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
+    # Before anything is written: a features section that can't fit the data stops here.
+    resolved = check_features(config)
+    if resolved is not None:
+        stream.write("features (from the config; 'inferred' from the schema's types):\n  "
+                     + resolved.describe().replace("\n", "\n  ") + "\n")
     os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
     log_dir = join(config.pipeline.root_uri, "logs")
     os.makedirs(log_dir, exist_ok=True)
@@ -31,7 +37,7 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
     with run_logging(log_file, stream) as progress:
         try:
-            tfx.orchestration.LocalDagRunner().run(pipeline)
+            LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
             # What did run, and the data gate's anomalies if it stopped the run.

@@ -5,44 +5,56 @@ from __future__ import annotations
 
 from typing import Optional
 
-import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+# TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
+# BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
+from tfx.components import CsvExampleGen, ExampleValidator, Pusher, SchemaGen, StatisticsGen
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.orchestration.metadata import sqlite_metadata_connection_config
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 
 from components.data_gate import DataGate
+from components.evaluator import EagerMetricsEvaluator
 from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
-from pipeline.config import CHANGE_EPSILON, Config, resolve
+from pipeline.config import Config, resolve
+from pipeline.dag.evaluation import eval_config
+from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from trainer import features
-from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from pipeline.vertex.dag import beam_pipeline_args, make_baseline_resolver, trainer_class, trainer_custom_config
+from trainer.features import CONFIG_KEY as FEATURES_KEY
 
 # Functions are named by import path, not uploaded as module files: the code
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
+BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 
 
-def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipeline:
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
+    # Also when compiling for Vertex: a features section that can't fit the schema stops here.
+    check_features(config)
+    # Transform and Trainer each resolve the same features section against the schema they get.
+    features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
-                        digest=config.snapshot.digest)
+                        digest=config.snapshot.digest, missing_values=config.data.missing_values)
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
-    example_gen = tfx.components.CsvExampleGen(
+    example_gen = CsvExampleGen(
         input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
-        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-            tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-            tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
+        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+            example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
+            example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
 
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     if config.data.schema_file:
-        schema_gen = tfx.components.ImportSchemaGen(schema_file=resolve(config.data.schema_file))
+        schema_gen = ImportSchemaGen(schema_file=resolve(config.data.schema_file))
     else:
-        schema_gen = tfx.components.SchemaGen(
+        schema_gen = SchemaGen(
             statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
-    example_validator = tfx.components.ExampleValidator(
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
                          tolerated_anomalies=",".join(config.data_gate.tolerated_anomalies))
@@ -50,10 +62,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
     transform = DeterministicTransform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN,
+        preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
+        custom_config=features,
         # StatisticsGen already describes the raw data; skipping Transform's own
         # pre/post-transform statistics saves a full pass over the data.
-        disable_statistics=True).with_id("Transform")
+        disable_statistics=True,
+        # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
+        disable_analyzer_cache=True).with_id("Transform")
     transform.add_upstream_node(data_gate)
 
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
@@ -64,58 +79,33 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         schema=schema_gen.outputs["schema"],
         # The loop counts its own steps from the trainer config; TFX's
         # train_args only need to agree for its bookkeeping.
-        train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=None),
-        custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
+        train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=None),
+        custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
 
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
+        BASELINE_RESOLVER_ID)
 
-    evaluator = tfx.components.Evaluator(
+    evaluator = EagerMetricsEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config))
+        eval_config=eval_config(config)).with_id("Evaluator")
 
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=config.pipeline.serving_dir)))
 
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
         components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform,
                     trainer, baseline_resolver, evaluator, pusher],
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(
-            tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
+            sqlite_metadata_connection_config(metadata_path)
             if metadata_path else None),
         beam_pipeline_args=beam_pipeline_args(config))
-
-
-def eval_config(config: Config) -> tfma.EvalConfig:
-    """Accuracy must clear an absolute bar and not regress against the last blessed model."""
-    return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(
-            signature_name=SERVING_SIGNATURE,
-            preprocessing_function_names=[TRANSFORM_SIGNATURE],
-            label_key=features.LABEL_XF,
-            prediction_key=PROBABILITIES)],
-        slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[tfma.MetricsSpec(metrics=[
-            tfma.MetricConfig(class_name="ExampleCount"),
-            tfma.MetricConfig(
-                class_name="SparseCategoricalAccuracy",
-                threshold=tfma.MetricThreshold(
-                    value_threshold=tfma.GenericValueThreshold(
-                        lower_bound={"value": config.evaluator.accuracy_lower_bound}),
-                    change_threshold=tfma.GenericChangeThreshold(
-                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        absolute={"value": -config.evaluator.max_accuracy_regression - CHANGE_EPSILON}))),
-        ])])

@@ -137,6 +137,17 @@ def test_global_batch_not_multiple_of_replicas_is_named(data, tmp_path):
     assert "trainer.global_batch_size=33" in out and "replica count (2)" in out
 
 
+def test_gpu_job_on_a_machine_without_gpu_exits_before_training(data, tmp_path):
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    job = write_job(tmp_path, data, require_accelerator="gpu")
+    out = finish(start(job), expect=EXIT_BAD_CONFIG)
+    assert "require_accelerator=gpu but TensorFlow sees no GPU" in out
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "result.json").exists()
+
+
 def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:
@@ -234,6 +245,7 @@ def test_jit_step_refuses_an_op_xla_cannot_compile():
     import tf_keras
 
     from trainer.steps import make_gradient_fn
+    from trainer.tasks import Multiclass
 
     class StringRoundTrip(tf_keras.Model):
         """A host-only op in the model, the kind that can't run on a TPU."""
@@ -249,6 +261,7 @@ def test_jit_step_refuses_an_op_xla_cannot_compile():
     batch = (tf.ones([4, 2]), tf.zeros([4], tf.int64))
     model(batch[0])
     optimizer = tf_keras.optimizers.Adam()
-    make_gradient_fn(model, optimizer, 4, jit_compile=False)((batch,))  # fine without XLA
+    loss_fn = Multiclass(3).per_example_loss
+    make_gradient_fn(model, optimizer, 4, jit_compile=False, loss_fn=loss_fn)((batch,))  # fine without XLA
     with pytest.raises(tf.errors.InvalidArgumentError, match="AsString"):
-        make_gradient_fn(model, optimizer, 4, jit_compile=True)((batch,))
+        make_gradient_fn(model, optimizer, 4, jit_compile=True, loss_fn=loss_fn)((batch,))

@@ -5,14 +5,15 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Optional
 
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import features
 from trainer.config import TrainerConfig
 from trainer.export import export_serving_model
 from trainer.fit import TransformedData, fit_and_export
+from trainer.spec import TrainingSpec, training_spec
 
 log = logging.getLogger(__name__)
 
@@ -29,19 +30,20 @@ class PreemptedError(RuntimeError):
 def run_fn(fn_args) -> None:
     cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
+    spec: Optional[TrainingSpec] = None  # read_data sets it; the export needs its task and features
 
     def read_data() -> TransformedData:
-        return TransformedData(
-            fn_args.train_files, fn_args.eval_files, tft_output.transformed_feature_spec(),
-            vocab_sizes={n: tft_output.vocabulary_size_by_name(n) + features.OOV_BUCKETS
-                         for n in features.CATEGORICAL},
-            num_classes=tft_output.vocabulary_size_by_name(features.LABEL))
+        nonlocal spec
+        spec = training_spec(fn_args.custom_config, tft_output, fn_args.train_files)
+        return TransformedData(fn_args.train_files, fn_args.eval_files, tft_output.transformed_feature_spec(),
+                               label=spec.layout.label, task=spec.task, model_fn=lambda: spec.build_model(cfg))
 
     fitted = fit_and_export(
         cfg, read_data,
         checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
         logdir=fn_args.model_run_dir, export_dir=fn_args.serving_model_dir,
-        export=lambda model, directory: export_serving_model(model, tft_output, directory))
+        export=lambda model, directory: export_serving_model(model, tft_output, spec.task, spec.resolved,
+                                                             directory))
     if fitted.result.preempted:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
     log.info("exported %s after %d steps", fitted.export_dir, fitted.result.step)

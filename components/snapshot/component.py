@@ -9,13 +9,16 @@ itself, and MLMD links every downstream artifact to the snapshot and digest.
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
 (names, sizes, mtimes or GCS generations) to the execution properties, the
-same way ExampleGen's own driver keys its cache.
+same way ExampleGen's own driver keys its cache. Vertex runs no custom
+drivers: there the compiled spec turns caching off for this task instead
+(pipeline/vertex/cache_rule.py).
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tfx import types
 from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
@@ -27,6 +30,7 @@ from tfx.types.system_executions import Process
 from components.snapshot import store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
+MISSING_VALUES = "missing_values"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
 
@@ -50,6 +54,8 @@ class SnapshotSpec(types.ComponentSpec):
         DIGEST: component_spec.ExecutionParameter(type=str, optional=True),
         # Set by the driver at run time; part of the cache key.
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
+        # JSON list of CSV cell values stored as empty (missing) cells.
+        MISSING_VALUES: component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -76,7 +82,8 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
         manifest = (store.get(root, pinned) if pinned
-                    else store.create(exec_properties[SOURCE_URI], root))
+                    else store.create(exec_properties[SOURCE_URI], root,
+                                     missing_values=json.loads(exec_properties.get(MISSING_VALUES) or "[]")))
         problems = store.csv_problems(manifest)
         if problems:
             raise store.SnapshotError(
@@ -88,6 +95,8 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("source_uri", manifest.source_uri)
         out.set_string_custom_property("snapshot_uri", manifest.uri)
         out.set_string_custom_property("created", manifest.created)
+        out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
+        out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
@@ -98,7 +107,9 @@ class Snapshot(base_component.BaseComponent):
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(SnapshotExecutor)
     DRIVER_CLASS = SnapshotDriver
 
-    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None):
+    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
+                 missing_values: Sequence[str] = ()):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
+            missing_values=json.dumps(list(missing_values)),
             snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))
