@@ -75,10 +75,10 @@ _ECHO = ("import json, pathlib, sys; ei = json.loads(sys.argv[1]); out = pathlib
          "out.write_text(json.dumps({'parameterValues': {'text': ei['inputs']['parameterValues']['word'] + '!'}}))")
 
 
-def _tiny_job(path: Path) -> Path:
+def _tiny_job(path: Path, enable_cache: bool = True) -> Path:
     def task(name, word, upstream=()):
         return {"taskInfo": {"name": name}, "componentRef": {"name": "comp-echo"}, "dependentTasks": list(upstream),
-                "inputs": {"parameters": {"word": word}}, "cachingOptions": {"enableCache": True}}
+                "inputs": {"parameters": {"word": word}}, "cachingOptions": {"enableCache": enable_cache}}
     spec = {"pipelineInfo": {"name": "tiny"}, "schemaVersion": "2.1.0", "sdkVersion": "test",
             "root": {"dag": {"tasks": {
                 "first": task("first", {"runtimeValue": {"constant": "hello"}}),
@@ -97,8 +97,9 @@ def _tiny_job(path: Path) -> Path:
 def test_a_second_run_is_served_from_cache_only_when_the_submitted_job_says_so(tmp_path, enable_cache):
     from pipeline.vertex.dryrun.run import dry_run
 
-    config = vertex_config("pipeline.name=tiny", f"pipeline.enable_cache={str(enable_cache).lower()}")
-    template = _tiny_job(tmp_path / "tiny.json")
+    # Submit keeps each task's compiled caching option (issue 10), so the job's own tasks decide.
+    config = vertex_config("pipeline.name=tiny")
+    template = _tiny_job(tmp_path / "tiny.json", enable_cache)
     out = io.StringIO()
     result = dry_run(config, tmp_path / "dry", runs=2, stream=out, template=template)
     first, second = result.runs
