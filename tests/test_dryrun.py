@@ -26,11 +26,11 @@ from tests.vertex_support import compiled_template, vertex_config
 BLESSED = 'schema_title="tfx.ModelBlessing" AND state=LIVE AND metadata.blessed.number_value=1'
 
 
-def _index(tmp_path, *records):
+def _index(tmp_path, *records, pipeline="pipe"):
     index = artifacts.ArtifactIndex(tmp_path / "artifacts.json", "projects/p/locations/r/metadataStores/default")
     for title, metadata in records:
         index.add({"out": [{"name": index.new_name(), "uri": f"gs://b/{title}", "metadata": metadata,
-                            "type": {"schemaTitle": title}}]}, "pipe", "job", "task")
+                            "type": {"schemaTitle": title}}]}, pipeline, "job", "task")
     return index
 
 
@@ -48,6 +48,30 @@ def test_blessing_query_finds_the_latest_blessed_only(tmp_path):
 def test_filters_outside_tfx_grammar_are_refused(tmp_path, query):
     with pytest.raises(ValueError, match="not in the filter grammar"):
         _index(tmp_path).latest(query, "pipe")
+
+
+def test_latest_blessed_model_is_resolved_through_the_blessings_current_model_id(tmp_path):
+    """The two resolver tasks TFX compiles for LatestBlessedModelStrategy, run against an index."""
+    from pipeline.vertex.dryrun.spec import read_tasks
+
+    spec = json.loads(compiled_template().read_text())["pipelineSpec"]
+    tasks = {t.name: t for t in read_tasks(spec, []) if "resolver" in t.executor}
+    blessing_task = tasks["latest_blessed_model_resolver-model-blessing-resolver"]
+    model_task = tasks["latest_blessed_model_resolver-model-resolver"]
+    pipeline = spec["pipelineInfo"]["name"]
+    index = _index(tmp_path, pipeline=pipeline)
+    none, _ = artifacts.resolve(blessing_task, {}, index, pipeline)
+    first_run, lines = artifacts.resolve(model_task, {"input": none["model_blessing"]}, index, pipeline)
+    assert none == {"model_blessing": []} and first_run == {"model": []} and "nothing found" in lines[0]
+
+    index = _index(tmp_path, ("tfx.Model", {}), ("tfx.Model", {}), pipeline=pipeline)
+    older, newer = index.artifacts
+    index.add({"blessing": [{"name": index.new_name(), "uri": "gs://b/blessing", "type": {"schemaTitle":
+               "tfx.ModelBlessing"}, "metadata": {"blessed": 1.0, "current_model_id": older["name"]}}]},
+              pipeline, "job", "Evaluator")
+    blessing, _ = artifacts.resolve(blessing_task, {}, index, pipeline)
+    model, _ = artifacts.resolve(model_task, {"input": blessing["model_blessing"]}, index, pipeline)
+    assert [a["name"] for a in model["model"]] == [older["name"]]  # the blessed one, not the newest
 
 
 # -- spec pieces ----------------------------------------------------------------

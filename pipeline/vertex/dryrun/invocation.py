@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 import sys
 from typing import Any, Callable
@@ -34,8 +35,8 @@ _PLACEHOLDER = re.compile(r"\{\{\$\.(.*?)\}\}")
 _CONSTANT_PLACEHOLDERS = {"{{$.outputs.output_file}}", "{{$.outputMetadataUri}}", dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
                           dsl.PIPELINE_JOB_ID_PLACEHOLDER, dsl.PIPELINE_TASK_NAME_PLACEHOLDER,
                           dsl.PIPELINE_TASK_ID_PLACEHOLDER, dsl.PIPELINE_ROOT_PLACEHOLDER}
-_LEGACY_VALUE = {pb.PrimitiveType.INT: "int_value", pb.PrimitiveType.DOUBLE: "double_value",
-                 pb.PrimitiveType.STRING: "string_value"}
+_LEGACY_VALUE = {pb.PrimitiveType.INT: ("int_value", int), pb.PrimitiveType.DOUBLE: ("double_value", float),
+                 pb.PrimitiveType.STRING: ("string_value", lambda v: v if isinstance(v, str) else json.dumps(v))}
 
 
 @dataclasses.dataclass
@@ -103,7 +104,12 @@ def executor_input(task: Task, args: dict, outputs: dict[str, TaskOutputs], task
     message = executor_input_utils.construct_executor_input(without_artifacts, args, task_root)
     for key, definition in spec.input_definitions.parameters.items():
         if definition.type in _LEGACY_VALUE and key in args:
-            setattr(message.inputs.parameters[key], _LEGACY_VALUE[definition.type], args[key])
+            field, convert = _LEGACY_VALUE[definition.type]
+            try:
+                setattr(message.inputs.parameters[key], field, convert(args[key]))
+            except (TypeError, ValueError):
+                raise SpecError(f"{task.field('inputs.parameters', key)}: {args[key]!r} is not a "
+                                f"{pb.PrimitiveType.PrimitiveTypeEnum.Name(definition.type)}") from None
     for key, source in task.spec.get("inputs", {}).get("artifacts", {}).items():
         ref = source["taskOutputArtifact"]
         name = producer(ref["producerTask"], task.field("inputs.artifacts", key, "taskOutputArtifact.producerTask"))

@@ -109,8 +109,6 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
     logs.mkdir(parents=True, exist_ok=True)
     _announce(config, job.job_id, tasks, bucket, notes, stream)
     os.makedirs(os.path.dirname(local_config.pipeline.metadata_path), exist_ok=True)
-    recorder = Recorder(local_config.pipeline.metadata_path, config.pipeline.name, bucket.to_local)
-    recorder.start_run(job.job_id)
     prefix = f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
     index = ArtifactIndex(service_dir / "artifacts.json", prefix)
     log_file = str(service_dir / "logs" / f"{job.job_id}.log")
@@ -127,6 +125,8 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
             lambda name, job_body: workers.start(name, job_body, settings), say) as emulator:
         # CustomJob replicas, too, reach Google only through the emulator, never with the user's credentials.
         settings.env.update(emulator.env)
+        recorder = Recorder(local_config.pipeline.metadata_path, config.pipeline.name, bucket.to_local)
+        recorder.start_run(job.job_id)
         ctx = RunContext(job, {t.name for t in tasks}, bucket, index, CacheIndex(service_dir / "cache",
                          config.pipeline.name), recorder, settings.env, logs,
                          config.beam.args, say)
