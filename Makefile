@@ -56,6 +56,11 @@ submit: venv
 schedule: venv
 	$(PY) -m pipeline schedule $(ACTION) $(ID) --config $(VERTEX_CONFIG) $(ARGS)
 
+# The spec submit would send, run on this machine as Vertex runs it (docs/vertex.md); no cloud access.
+.PHONY: dryrun
+dryrun: venv
+	$(PY) -m pipeline dryrun --config $(VERTEX_CONFIG) $(ARGS)
+
 # Dev tools whose pins conflict with TFX's (checkov) live in their own venv.
 TOOLS_VENV := .venv-tools
 TOOLS_PYTHON ?= python3

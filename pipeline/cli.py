@@ -9,6 +9,7 @@ from components.snapshot.store import SnapshotError
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
 from pipeline.vertex.compile import DEFAULT_OUTPUT
+from pipeline.vertex.dryrun import DEFAULT_DIR as DRYRUN_DIR
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (run, report, snaps, lineage, schema):
         _add_config_args(p)
     _add_vertex_commands(sub)
+    _add_dryrun_command(sub)
     return parser
 
 
@@ -135,6 +137,22 @@ def cmd_lineage(config, args) -> int:
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK
+
+
+def _add_dryrun_command(sub) -> None:
+    dryrun = sub.add_parser("dryrun", help="compile as submit does and run the job on this machine as Vertex would")
+    dryrun.add_argument("--runs", type=int, default=1, help="run the job this many times (caching across runs)")
+    dryrun.add_argument("--local-dir", default=DRYRUN_DIR,
+                        help="the mapped bucket and the emulated service's state (runs here build on each other)")
+    dryrun.set_defaults(func=cmd_dryrun)
+    _add_config_args(dryrun)
+    dryrun.set_defaults(config="configs/vertex.yaml")
+
+
+def cmd_dryrun(config, args) -> int:
+    from pipeline.vertex.dryrun.run import cmd_dryrun
+
+    return cmd_dryrun(config, args)
 
 
 def _pin_snapshot(args) -> list[str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Optional
 
+import tensorflow as tf
 import tensorflow_transform as tft
 
 from trainer.config import TrainerConfig
@@ -17,6 +19,8 @@ log = logging.getLogger(__name__)
 
 # Key under which the pipeline passes the trainer section in custom_config.
 CONFIG_KEY = "trainer"
+# How long a worker waits for the chief's export before its replica fails.
+CHIEF_EXPORT_WAIT_SECONDS = 600
 
 
 class PreemptedError(RuntimeError):
@@ -43,3 +47,15 @@ def run_fn(fn_args) -> None:
     if fitted.result.preempted:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
     log.info("exported %s after %d steps", fitted.export_dir, fitted.result.step)
+    if not fitted.chief:
+        # TFX's Trainer executor fails any replica whose serving_model_dir is missing after run_fn,
+        # and only the chief writes it: without waiting, a worker that finishes first fails the job.
+        _wait_for_export(fn_args.serving_model_dir, CHIEF_EXPORT_WAIT_SECONDS)
+
+
+def _wait_for_export(directory: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not tf.io.gfile.exists(os.path.join(directory, "saved_model.pb")):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the chief's model did not appear in {directory} within {timeout:.0f}s")
+        time.sleep(1.0)

@@ -39,8 +39,11 @@ class DatasetSnapshot(artifact.Artifact):
 
     # Vertex (KFP v2) wants custom artifact types named `<namespace>.<Name>`
     # and no typed PROPERTIES, so the digest, row count, source, location and
-    # creation time are MLMD custom properties.
-    TYPE_NAME = "penguin_tpu.DatasetSnapshot"
+    # creation time are MLMD custom properties. TFX's Vertex entrypoint finds
+    # the class again by importing that name as `<module>.<Class>`
+    # (kubeflow_v2_entrypoint_utils), so the namespace is the top-level package,
+    # which exports the class (components/__init__.py).
+    TYPE_NAME = "components.DatasetSnapshot"
 
 
 class SnapshotSpec(types.ComponentSpec):

@@ -1,0 +1,68 @@
+"""gs:// mapped to a local directory, the way gcsfuse mounts a bucket.
+
+TF's gs:// filesystem can only talk to Google (it cannot be pointed at a GCS
+emulator, docs/vertex.md), so the dry run keeps the job in Vertex's terms
+(gs:// URIs in the spec, the cache keys, the artifact index) and translates at
+the boundary of each task process: its ExecutorInput is rewritten to local
+paths, its ExecutorOutput back to gs://. Every bucket maps to
+`<local dir>/gcs/<bucket>/`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import ConfigError
+
+GCS = "gs://"
+# The local dir is spliced into JSON text (possibly JSON inside JSON), so it must need no escaping.
+_SAFE_PATH = re.compile(r"^/[A-Za-z0-9._/+-]*$")
+
+
+class BucketMap:
+    def __init__(self, local_dir: str | Path):
+        root = Path(local_dir).resolve()
+        if not _SAFE_PATH.match(str(root)):
+            raise ConfigError(f"dry run directory {str(root)!r}: use only letters, digits and ._/+- in its path")
+        self.root = root / "gcs"
+        self._local_prefix = f"{self.root}/"
+
+    def local(self, uri: str) -> str:
+        """The local path of a gs:// URI; other paths are returned unchanged."""
+        return self._local_prefix + uri[len(GCS):] if uri.startswith(GCS) else uri
+
+    def to_local(self, value: Any) -> Any:
+        """Every gs:// URI inside `value` (a JSON-able structure or a string) made local."""
+        return self._swap(value, GCS, self._local_prefix)
+
+    def to_gcs(self, value: Any) -> Any:
+        """The inverse of to_local, for what a task wrote."""
+        return self._swap(value, self._local_prefix, GCS)
+
+    @staticmethod
+    def _swap(value: Any, old: str, new: str) -> Any:
+        if isinstance(value, str):
+            return value.replace(old, new)
+        return json.loads(json.dumps(value).replace(old, new))
+
+    def seed(self, uri: str, source: Path) -> bool:
+        """Copy `source` (a file or directory) to `uri` unless something is there already; True if copied.
+
+        Like uploading the data to the bucket before the first run; later runs
+        read whatever is there, so changing it is changing the bucket's data.
+        """
+        target = Path(self.local(uri))
+        if target.exists():
+            return False
+        if not source.exists():
+            raise ConfigError(f"cannot seed {uri}: {source} does not exist")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy2(source, target)
+        return True

@@ -1,0 +1,202 @@
+"""`python -m pipeline dryrun`: compile as submit does, then run the job here as Vertex would.
+
+Everything lives under one local directory (default output/dryrun):
+`gcs/<bucket>/...` is the mapped bucket (the data is seeded there from the
+bundled data on first use; pipeline root, snapshots, serving dir and the
+metadata store of the summary and report are there, where the config puts
+them), and `vertex/<pipeline>/` holds what the service keeps: the compiled
+spec, the artifact index the resolvers query, the cache index and the logs.
+Runs in one directory build on each other like runs of one Vertex pipeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional, TextIO
+
+from pipeline.config import REPO_ROOT, Config, DataSection, resolve
+from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK, ConfigError, PipelineFailed
+from pipeline.runs.progress import run_logging
+from pipeline.runs.report import write_report
+from pipeline.runs.summary import RunSummary, format_summary, summarize
+from pipeline.vertex.dryrun import DEFAULT_DIR, workers
+from pipeline.vertex.dryrun.artifacts import ArtifactIndex
+from pipeline.vertex.dryrun.bucket import BucketMap
+from pipeline.vertex.dryrun.cache import CacheIndex
+from pipeline.vertex.dryrun.customjob import VertexEmulator
+from pipeline.vertex.dryrun.invocation import uses_dataflow
+from pipeline.vertex.dryrun.record import Recorder
+from pipeline.vertex.dryrun.spec import Task, read_tasks, submitted_job
+from pipeline.vertex.dryrun.tasks import RunContext, TaskResult, run_task
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class RunResult:
+    job_id: str
+    tasks: list[TaskResult]
+    summary: Optional[RunSummary]
+    custom_jobs: list[workers.JobRun]
+    notes: list[str]
+
+    def task(self, name: str) -> TaskResult:
+        return next(t for t in self.tasks if t.name == name)
+
+    @property
+    def cache_hits(self) -> list[str]:
+        return [t.name for t in self.tasks if t.state == "cached"]
+
+
+@dataclasses.dataclass
+class DryRun:
+    bucket: BucketMap
+    local_config: Config         # the config with its gs:// root mapped: what the summary and report read
+    service_dir: Path
+    runs: list[RunResult]
+
+
+def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: int = 1,
+            stream: Optional[TextIO] = None, template: Optional[Path] = None) -> DryRun:
+    """Compile (unless `template` is given), then run the job `runs` times; raises PipelineFailed on a failed task."""
+    stream = stream or sys.stdout
+    if config.vertex is None:
+        raise ConfigError("dryrun needs a vertex section in the config (see configs/vertex.yaml)")
+    if runs < 1:
+        raise ConfigError(f"--runs {runs}: at least one run")
+    from pipeline.vertex.compile import compile_pipeline
+
+    bucket = BucketMap(resolve(str(local_dir)))
+    service_dir = bucket.root.parent / "vertex" / config.pipeline.name
+    template = template or compile_pipeline(config, service_dir / "pipeline.json")
+    local_config = local_view(config, bucket)
+    _seed(config, bucket, stream)
+    result = DryRun(bucket, local_config, service_dir, [])
+    for _ in range(runs):
+        result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream))
+    return result
+
+
+def local_view(config: Config, bucket: BucketMap) -> Config:
+    """The same config with pipeline.root mapped, so metadata, serving dir and report paths are local."""
+    return config.model_copy(update={"pipeline": config.pipeline.model_copy(
+        update={"root": bucket.local(config.pipeline.root)})})
+
+
+def _seed(config: Config, bucket: BucketMap, stream: TextIO) -> None:
+    bundled = DataSection()
+    for uri, source in ((config.data.input_dir, bundled.input_dir), (config.data.schema_file, bundled.schema_file)):
+        if uri and bucket.seed(uri, Path(resolve(source))):
+            stream.write(f"seeded {uri} (at {bucket.local(uri)}) with the bundled {source}\n")
+
+
+def _one_run(config: Config, local_config: Config, template: Path, bucket: BucketMap, service_dir: Path,
+             stream: TextIO) -> RunResult:
+    started = time.monotonic()
+    job = submitted_job(config, template)
+    while (service_dir / "logs" / job.job_id).exists():
+        # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id.
+        time.sleep(0.2)
+        job = submitted_job(config, template)
+    notes: list[str] = []
+    tasks = read_tasks(job.spec, notes)
+    logs = service_dir / "logs" / job.job_id
+    logs.mkdir(parents=True, exist_ok=True)
+    _announce(config, job.job_id, tasks, bucket, notes, stream)
+    os.makedirs(os.path.dirname(local_config.pipeline.metadata_path), exist_ok=True)
+    prefix = f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
+    index = ArtifactIndex(service_dir / "artifacts.json", prefix)
+    log_file = str(service_dir / "logs" / f"{job.job_id}.log")
+    results: list[TaskResult] = []
+
+    def say(text: str) -> None:
+        stream.write(text + "\n")
+        stream.flush()
+        log.info("%s", text)
+
+    settings = workers.Settings(_task_env(), logs, bucket.local, say, REPO_ROOT)
+    with run_logging(log_file, stream), VertexEmulator(
+            config.vertex.project, config.vertex.region, service_dir / "emulator",
+            lambda name, job_body: workers.start(name, job_body, settings), say) as emulator:
+        # CustomJob replicas, too, reach Google only through the emulator, never with the user's credentials.
+        settings.env.update(emulator.env)
+        recorder = Recorder(local_config.pipeline.metadata_path, config.pipeline.name, bucket.to_local)
+        recorder.start_run(job.job_id)
+        ctx = RunContext(job, {t.name for t in tasks}, bucket, index, CacheIndex(service_dir / "cache",
+                         config.pipeline.name), recorder, settings.env, logs,
+                         config.beam.args, say)
+        try:
+            _run_tasks(tasks, ctx, results)
+        finally:
+            index.save()
+        jobs = [run for run, _ in emulator.jobs.values()]
+        summary = _summarize(local_config, job.job_id, log_file, results, stream, time.monotonic() - started)
+    failed = [r for r in results if r.state == "failed"]
+    if failed:
+        raise PipelineFailed(f"dry run {job.job_id}: {failed[0].name} failed: {failed[0].error}\n"
+                             f"log: {failed[0].log}" + "".join(f"\n{e}" for e in emulator.errors)
+                             + "".join(f"\nCustomJob {j.name}: {j.error}" for j in jobs if j.error))
+    return RunResult(job.job_id, results, summary, jobs, notes)
+
+
+def _run_tasks(tasks: list[Task], ctx: RunContext, results: list[TaskResult]) -> None:
+    outputs = {}
+    for task in tasks:
+        blocked = [u for u in task.upstream if u not in outputs]
+        if blocked:  # Vertex's default failure policy: tasks that need a failed one do not start
+            ctx.say(f"  {task.name} not started: it needs {', '.join(blocked)}")
+            results.append(TaskResult(task.name, "skipped"))
+            continue
+        result = run_task(task, ctx, outputs)
+        results.append(result)
+        if result.outputs is not None:
+            outputs[task.name] = result.outputs
+
+
+def _task_env() -> dict[str, str]:
+    """This environment for every task process, with the project on the path as in the image (PYTHONPATH)."""
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), path) if p),
+            "PYTHONUNBUFFERED": "1"}
+
+
+def _announce(config: Config, job_id: str, tasks: list[Task], bucket: BucketMap, notes: list[str],
+              stream: TextIO) -> None:
+    lines = [f"dry run of Vertex AI PipelineJob {job_id}: {len(tasks)} tasks, run here one at a time in DAG order",
+             f"  gs://<bucket>/... is mapped to {bucket.root}/<bucket>/...",
+             "  container images are not pulled: each task's command runs in this environment"]
+    dataflow = [t.name for t in tasks if t.container and uses_dataflow(t.container.get("args", []))]
+    if dataflow:
+        lines.append(f"  BEAM: the DataflowRunner args of {', '.join(dataflow)} are replaced by local Beam args: "
+                     f"{' '.join(config.beam.args)}")
+    lines += [f"  {n}" for n in notes]
+    stream.write("\n".join(lines) + "\n")
+
+
+def _summarize(local_config: Config, job_id: str, log_file: str, results: list[TaskResult], stream: TextIO,
+               seconds: float) -> Optional[RunSummary]:
+    try:
+        summary = summarize(local_config.pipeline.metadata_path, local_config.pipeline.name, job_id)
+    except LookupError:
+        return None
+    stream.write(format_summary(summary, local_config, log_file) + "\n")
+    hits = [r.name for r in results if r.state == "cached"]
+    stream.write(f"cache hits: {', '.join(hits) if hits else 'none'}\n")
+    try:
+        report = write_report(local_config, summary=summary)
+    except Exception as e:  # noqa: BLE001 - a broken report must not hide the run's own outcome
+        log.exception("writing the run report failed")
+        report = f"not written ({type(e).__name__}: {e})"
+    stream.write(f"report:    {report}\ndry run took {seconds:.1f}s\n")
+    return summary
+
+
+def cmd_dryrun(config: Config, args) -> int:
+    result = dry_run(config, args.local_dir, args.runs)
+    summary = result.runs[-1].summary
+    return EXIT_OK if summary is not None and summary.pushed_path else EXIT_NOT_PUSHED

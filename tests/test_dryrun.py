@@ -1,0 +1,266 @@
+"""The dry run's parts, each against the real thing it stands in front of, without running the pipeline.
+
+A tiny two-task PipelineJob (plain `python -c` containers) goes through the
+whole dry run to show Vertex's cache rule across runs; the Vertex emulator
+answers the real TFX training client in its own process; broken versions of
+the compiled spec fail with errors naming the task and the field.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import load_config
+from pipeline.vertex.dryrun import artifacts, invocation, workers
+from pipeline.vertex.dryrun.spec import SpecError, producer
+from tests.vertex_support import compiled_template, vertex_config
+
+# -- resolver queries -----------------------------------------------------------
+
+BLESSED = 'schema_title="tfx.ModelBlessing" AND state=LIVE AND metadata.blessed.number_value=1'
+
+
+def _index(tmp_path, *records, pipeline="pipe"):
+    index = artifacts.ArtifactIndex(tmp_path / "artifacts.json", "projects/p/locations/r/metadataStores/default")
+    for title, metadata in records:
+        index.add({"out": [{"name": index.new_name(), "uri": f"gs://b/{title}", "metadata": metadata,
+                            "type": {"schemaTitle": title}}]}, pipeline, "job", "task")
+    return index
+
+
+def test_blessing_query_finds_the_latest_blessed_only(tmp_path):
+    index = _index(tmp_path, ("tfx.ModelBlessing", {"blessed": 1.0}), ("tfx.ModelBlessing", {"blessed": 1.0}),
+                   ("tfx.ModelBlessing", {"blessed": 0.0}), ("tfx.Model", {}))
+    assert index.latest(BLESSED, "pipe")["name"].endswith("/artifacts/2")
+    assert index.latest(BLESSED, "another-pipeline") is None
+    assert index.latest('schema_title="tfx.Model" AND state=LIVE AND name="projects/p/locations/r/'
+                        'metadataStores/default/artifacts/4"', "pipe")["uri"] == "gs://b/tfx.Model"
+
+
+@pytest.mark.parametrize("query", ['schema_title="tfx.Model" OR state=LIVE', "metadata.blessed.number_value>1",
+                                   "create_time > 5", 'schema_title="tfx.Model" AND'])
+def test_filters_outside_tfx_grammar_are_refused(tmp_path, query):
+    with pytest.raises(ValueError, match="not in the filter grammar"):
+        _index(tmp_path).latest(query, "pipe")
+
+
+def test_latest_blessed_model_is_resolved_through_the_blessings_current_model_id(tmp_path):
+    """The two resolver tasks TFX compiles for LatestBlessedModelStrategy, run against an index."""
+    from pipeline.vertex.dryrun.spec import read_tasks
+
+    spec = json.loads(compiled_template().read_text())["pipelineSpec"]
+    tasks = {t.name: t for t in read_tasks(spec, []) if "resolver" in t.executor}
+    blessing_task = tasks["latest_blessed_model_resolver-model-blessing-resolver"]
+    model_task = tasks["latest_blessed_model_resolver-model-resolver"]
+    pipeline = spec["pipelineInfo"]["name"]
+    index = _index(tmp_path, pipeline=pipeline)
+    none, _ = artifacts.resolve(blessing_task, {}, index, pipeline)
+    first_run, lines = artifacts.resolve(model_task, {"input": none["model_blessing"]}, index, pipeline)
+    assert none == {"model_blessing": []} and first_run == {"model": []} and "nothing found" in lines[0]
+
+    index = _index(tmp_path, ("tfx.Model", {}), ("tfx.Model", {}), pipeline=pipeline)
+    older, newer = index.artifacts
+    index.add({"blessing": [{"name": index.new_name(), "uri": "gs://b/blessing", "type": {"schemaTitle":
+               "tfx.ModelBlessing"}, "metadata": {"blessed": 1.0, "current_model_id": older["name"]}}]},
+              pipeline, "job", "Evaluator")
+    blessing, _ = artifacts.resolve(blessing_task, {}, index, pipeline)
+    model, _ = artifacts.resolve(model_task, {"input": blessing["model_blessing"]}, index, pipeline)
+    assert [a["name"] for a in model["model"]] == [older["name"]]  # the blessed one, not the newest
+
+
+# -- spec pieces ----------------------------------------------------------------
+
+def test_beam_args_of_the_entrypoint_are_kept_and_dataflow_ones_replaced():
+    args = ["--executor_class_path", "a.B", "--json_serialized_invocation_args", "{{$}}", "--runner=DataflowRunner",
+            "--project=p", "--no_use_public_ips"]
+    assert invocation.uses_dataflow(args)
+    assert invocation.replace_dataflow_args(args, ["--runner=Local"]) == [*args[:4], "--runner=Local"]
+    assert invocation.replace_dataflow_args(args[:4], ["--runner=Local"]) == args[:4]
+
+
+def test_producer_task_suffix_is_accepted_loudly_and_unknown_producers_fail():
+    notes = []
+    assert producer("Snapshot_task", {"Snapshot"}, "field.producerTask", notes) == "Snapshot"
+    assert "WARNING field.producerTask" in notes[0] and "unverified" in notes[0]
+    with pytest.raises(SpecError, match="field.producerTask: 'Nope' is not a task"):
+        producer("Nope", {"Snapshot"}, "field.producerTask", [])
+
+
+# -- the whole dry run on a tiny job ----------------------------------------------
+
+_ECHO = ("import json, pathlib, sys; ei = json.loads(sys.argv[1]); out = pathlib.Path(ei['outputs']['outputFile']); "
+         "out.parent.mkdir(parents=True, exist_ok=True); "
+         "out.write_text(json.dumps({'parameterValues': {'text': ei['inputs']['parameterValues']['word'] + '!'}}))")
+
+
+def _tiny_job(path: Path, enable_cache: bool = True) -> Path:
+    def task(name, word, upstream=()):
+        return {"taskInfo": {"name": name}, "componentRef": {"name": "comp-echo"}, "dependentTasks": list(upstream),
+                "inputs": {"parameters": {"word": word}}, "cachingOptions": {"enableCache": enable_cache}}
+    spec = {"pipelineInfo": {"name": "tiny"}, "schemaVersion": "2.1.0", "sdkVersion": "test",
+            "root": {"dag": {"tasks": {
+                "first": task("first", {"runtimeValue": {"constant": "hello"}}),
+                "second": task("second", {"taskOutputParameter": {"producerTask": "first",
+                                                                  "outputParameterKey": "text"}}, ["first"])}}},
+            "components": {"comp-echo": {"executorLabel": "exec-echo",
+                                         "inputDefinitions": {"parameters": {"word": {"parameterType": "STRING"}}},
+                                         "outputDefinitions": {"parameters": {"text": {"parameterType": "STRING"}}}}},
+            "deploymentSpec": {"executors": {"exec-echo": {"container": {
+                "image": "python:3.10", "command": ["python", "-c", _ECHO], "args": ["{{$}}"]}}}}}
+    path.write_text(json.dumps({"pipelineSpec": spec, "runtimeConfig": {}}))
+    return path
+
+
+@pytest.mark.parametrize("enable_cache", [True, False])
+def test_a_second_run_is_served_from_cache_only_when_the_submitted_job_says_so(tmp_path, enable_cache):
+    from pipeline.vertex.dryrun.run import dry_run
+
+    # Submit keeps each task's compiled caching option (issue 10), so the job's own tasks decide.
+    config = vertex_config("pipeline.name=tiny")
+    template = _tiny_job(tmp_path / "tiny.json", enable_cache)
+    out = io.StringIO()
+    result = dry_run(config, tmp_path / "dry", runs=2, stream=out, template=template)
+    first, second = result.runs
+    assert first.task("second").outputs.parameters == {"text": "hello!!"}
+    assert [t.state for t in first.tasks] == ["ran", "ran"]
+    assert [t.state for t in second.tasks] == (["cached", "cached"] if enable_cache else ["ran", "ran"])
+    assert second.task("second").outputs.parameters == {"text": "hello!!"}
+    assert ("cache hits: first, second" in out.getvalue()) == enable_cache
+    assert second.summary.run_id == second.job_id != first.job_id
+
+
+# -- the Trainer's CustomJob --------------------------------------------------------
+
+def _settings(tmp_path, notes):
+    return workers.Settings({"PATH": "/usr/bin:/bin"}, tmp_path / "logs", lambda uri: uri, notes.append, tmp_path)
+
+
+def test_tpu_pool_runs_on_cpu_with_the_strategy_changed_and_tpu_runtime_withheld(tmp_path):
+    props = {"custom_config": json.dumps({"trainer": {"strategy": "tpu", "train_steps": 5,
+                                                      "require_accelerator": "tpu"}})}
+    pool = {"machine_spec": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}, "replica_count": 1,
+            "container_spec": {"image_uri": "i", "command": ["python", "-m", "x", "--exec-properties",
+                                                             json.dumps(props)],
+                               "env": [{"name": "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "value": "/lib/libtpu.so"},
+                                       {"name": "PJRT_DEVICE", "value": "TPU"},
+                                       {"name": "LOG_FORMAT", "value": "json"}]}}
+    notes = []
+    run = workers.plan("projects/p/locations/r/customJobs/1", {"job_spec": {"worker_pool_specs": [pool]}},
+                       _settings(tmp_path, notes))
+    (replica,) = run.replicas
+    sent = json.loads(replica.command[replica.command.index("--exec-properties") + 1])
+    assert json.loads(sent["custom_config"])["trainer"] == {"strategy": "default", "train_steps": 5,
+                                                            "require_accelerator": None}
+    assert replica.command[0] == sys.executable
+    assert "TF_PLUGGABLE_DEVICE_LIBRARY_PATH" not in replica.env and "PJRT_DEVICE" not in replica.env
+    assert replica.env["LOG_FORMAT"] == "json"
+    assert json.loads(replica.env["CLUSTER_SPEC"])["task"] == {"type": "workerpool0", "index": 0}
+    text = "\n".join(notes)
+    assert "DEVICE EMULATED" in text and "strategy 'tpu' -> 'default'" in text and "withheld" in text
+    assert "require_accelerator 'tpu' -> None" in text
+
+
+def test_python_package_pools_are_refused_naming_the_field(tmp_path):
+    pool = {"python_package_spec": {"executor_image_uri": "i"}, "replica_count": 1}
+    with pytest.raises(workers.JobRefused, match=r"job_spec.worker_pool_specs\[0\].python_package_spec"):
+        workers.plan("n", {"job_spec": {"worker_pool_specs": [pool]}}, _settings(tmp_path, []))
+
+
+_CLIENT = """
+import sys
+from tfx.extensions.google_cloud_ai_platform import training_clients
+client = training_clients.VertexJobClient('us-central1')
+command = ['python', '-c', 'import os; print(os.environ["CLUSTER_SPEC"])']
+pools = [{'machine_spec': {'machine_type': 'n1-standard-4'}, 'replica_count': 1,
+          'container_spec': {'image_uri': 'i', 'command': command}}]
+pools.append({**pools[0]})
+client.launch_job('test-project', {'display_name': 'x', 'job_spec': {'worker_pool_specs': pools}})
+print('STATE', client.get_job_state(client.get_job()).name)
+"""
+
+
+def test_the_tfx_training_client_reaches_the_emulator_and_its_job_runs(tmp_path):
+    from pipeline.vertex.dryrun.customjob import VertexEmulator
+
+    notes = []
+    settings = _settings(tmp_path, notes)
+    with VertexEmulator("test-project", "us-central1", tmp_path / "emulator",
+                        lambda name, job: workers.start(name, job, settings), notes.append) as emulator:
+        settings.env.update(emulator.env)
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd()), "TF_USE_LEGACY_KERAS": "1", **emulator.env}
+        client = subprocess.run([sys.executable, "-W", "ignore", "-c", _CLIENT], env=env, capture_output=True,
+                                text=True, timeout=300)
+        jobs = [run for run, _ in emulator.jobs.values()]
+    assert "STATE JOB_STATE_SUCCEEDED" in client.stdout, client.stderr[-3000:]
+    (job,) = jobs
+    assert [(r.pool, r.returncode) for r in job.replicas] == [("workerpool0", 0), ("workerpool1", 0)]
+    printed = json.loads(job.replicas[1].log.read_text())
+    assert printed["task"] == {"type": "workerpool1", "index": 0} and len(printed["cluster"]) == 2
+
+
+def test_calls_other_than_the_jobservice_are_refused_loudly(tmp_path):
+    from pipeline.vertex.dryrun.customjob import VertexEmulator
+
+    script = ("from google.cloud.aiplatform import gapic; c = gapic.EndpointServiceClient(client_options="
+              "{'api_endpoint': 'us-central1-aiplatform.googleapis.com'}); "
+              "c.get_endpoint(name='projects/test-project/locations/us-central1/endpoints/1')")
+    notes = []
+    with VertexEmulator("test-project", "us-central1", tmp_path / "emulator", lambda n, j: None,
+                        notes.append) as emulator:
+        env = {"PATH": "/usr/bin:/bin", **emulator.env}
+        client = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True,
+                                text=True, timeout=120)
+    assert client.returncode != 0 and "is not emulated" in client.stderr
+    assert "EndpointService/GetEndpoint is not emulated" in emulator.errors[0]
+
+
+# -- broken specs ---------------------------------------------------------------------
+
+def _broken(tmp_path, change) -> Path:
+    spec = json.loads(compiled_template().read_text())
+    change(spec["pipelineSpec"])
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_an_executor_class_that_does_not_import_is_named_before_anything_runs(tmp_path):
+    from pipeline.vertex.dryrun.run import dry_run
+
+    def change(spec):
+        args = spec["deploymentSpec"]["executors"]["Transform_executor"]["container"]["args"]
+        args[args.index("--executor_class_path") + 1] = "components.transform.NoSuchExecutor"
+    out = io.StringIO()
+    with pytest.raises(SpecError) as e:
+        dry_run(vertex_config(), tmp_path / "dry", stream=out, template=_broken(tmp_path, change))
+    assert str(e.value).startswith("task Transform: pipelineSpec.deploymentSpec.executors.Transform_executor."
+                                   "container.args[1] (--executor_class_path): 'components.transform.NoSuchExecutor'")
+    assert "> " not in out.getvalue()  # no task started
+
+
+def test_an_unresolvable_placeholder_is_named_with_its_task(tmp_path):
+    from pipeline.vertex.dryrun.run import dry_run
+
+    def change(spec):
+        args = spec["deploymentSpec"]["executors"]["ImportSchemaGen_executor"]["container"]["args"]
+        args.append("--schema={{$.inputs.parameters['no_such_input']}}")
+    with pytest.raises(SpecError) as e:
+        dry_run(vertex_config(), tmp_path / "dry", stream=io.StringIO(), template=_broken(tmp_path, change))
+    message = str(e.value)
+    assert message.startswith("task ImportSchemaGen: pipelineSpec.deploymentSpec.executors.ImportSchemaGen_executor."
+                              "container.args[")
+    assert "{{$.inputs.parameters['no_such_input']}} does not resolve" in message
+
+
+def test_dryrun_needs_a_vertex_section(tmp_path):
+    from pipeline.errors import ConfigError
+    from pipeline.vertex.dryrun.run import dry_run
+
+    with pytest.raises(ConfigError, match="vertex section"):
+        dry_run(load_config("configs/local.yaml"), tmp_path)
