@@ -7,7 +7,17 @@ import sys
 
 from components.snapshot.store import SnapshotError
 from pipeline.config import load_config
-from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
+from pipeline.errors import (
+    EXIT_BAD_CONFIG,
+    EXIT_BUSY,
+    EXIT_FAILED,
+    EXIT_NOT_PUSHED,
+    EXIT_NOTHING_NEW,
+    EXIT_OK,
+    CommandFailed,
+    ConfigError,
+)
+from pipeline.runs.lock import RunLocked
 from pipeline.vertex.compile import DEFAULT_OUTPUT
 
 
@@ -82,7 +92,9 @@ def cmd_run(config, args) -> int:
     from pipeline.local_runner import run_local
 
     summary = run_local(config)
-    return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
+    if summary.pushed_path:
+        return EXIT_OK
+    return EXIT_NOTHING_NEW if summary.unchanged_version else EXIT_NOT_PUSHED
 
 
 def cmd_report(config, args) -> int:
@@ -131,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except RunLocked as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BUSY
     except (CommandFailed, SnapshotError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED

@@ -34,6 +34,9 @@ class PipelineSection(Section):
     # from any working directory.
     root: str = "output"
     enable_cache: bool = True
+    # A run that finds another running on the same root waits this long for it,
+    # then refuses (exit 5); 0 refuses at once (pipeline/runs/lock.py).
+    lock_wait_seconds: float = Field(3600, ge=0)
 
     @field_validator("name")
     @classmethod

@@ -13,6 +13,7 @@ from tfx import v1 as tfx
 from pipeline.config import Config, join
 from pipeline.errors import PipelineFailed
 from pipeline.pipeline import create_pipeline
+from pipeline.runs.lock import run_lock
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, format_summary, summarize
@@ -29,6 +30,13 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     log_file = join(log_dir, time.strftime("run-%Y%m%d-%H%M%S.log"))
 
     pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
+    # One run at a time per root: a second run decides against the first's model, not the same old one.
+    with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
+                  say=lambda m: stream.write(m + "\n")):
+        return _run(config, pipeline, log_file, stream)
+
+
+def _run(config: Config, pipeline: tfx.dsl.Pipeline, log_file: str, stream: TextIO) -> RunSummary:
     with run_logging(log_file, stream) as progress:
         try:
             tfx.orchestration.LocalDagRunner().run(pipeline)

@@ -9,6 +9,7 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data_gate import DataGate
+from components.pusher import Pusher
 from components.snapshot.component import DATA_URI_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import CHANGE_EPSILON, Config, resolve
@@ -80,12 +81,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config))
 
-    pusher = tfx.components.Pusher(
+    # TFX's Pusher, but it never re-pushes the serving model and a version appears whole.
+    pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=tfx.proto.PushDestination(
             filesystem=tfx.proto.PushDestination.Filesystem(
-                base_directory=config.pipeline.serving_dir)))
+                base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline.name,
