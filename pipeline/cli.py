@@ -16,6 +16,7 @@ from pipeline.errors import (
     EXIT_OK,
     CommandFailed,
     ConfigError,
+    NothingNew,
 )
 from pipeline.runs.lock import RunLocked
 from pipeline.vertex.compile import DEFAULT_OUTPUT
@@ -143,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except NothingNew as e:
+        print(str(e))
+        return EXIT_NOTHING_NEW
     except RunLocked as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BUSY

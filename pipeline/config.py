@@ -17,6 +17,7 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from components.snapshot.spans import validate_selection
 from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
 from pipeline.vertex.config import DataflowSection, VertexSection
@@ -76,6 +77,18 @@ class DataSection(Section):
     # Deterministic hash split of the rows (CsvExampleGen hashes each example).
     train_buckets: int = Field(3, ge=1, le=100)
     eval_buckets: int = Field(1, ge=1, le=100)
+    # Span layout (input_dir holds span-<N>/ or YYYY-MM-DD/ directories): which spans
+    # a run trains on, all | latest | window(k), chosen when the run starts
+    # (components/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
+    spans: Optional[str] = None
+    # With spans: a run whose newest span is not newer than the newest span the
+    # last blessed model was trained on exits at once (exit 4) instead of retraining.
+    skip_when_no_new_span: bool = True
+
+    @field_validator("spans")
+    @classmethod
+    def _spans(cls, v: Optional[str]) -> Optional[str]:
+        return None if v in (None, "") else validate_selection(v)
 
     @field_validator("input_dir", "schema_file")
     @classmethod

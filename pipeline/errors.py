@@ -32,3 +32,7 @@ class VertexError(CommandFailed):
 
 class LineageError(CommandFailed, LookupError):
     """The model or version is not in this metadata store, or its history is incomplete."""
+
+
+class NothingNew(Exception):
+    """Not a failure: the run found nothing new to train on and did nothing. Exit 4."""

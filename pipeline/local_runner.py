@@ -11,11 +11,12 @@ from typing import Optional, TextIO
 from tfx import v1 as tfx
 
 from pipeline.config import Config, join
-from pipeline.errors import PipelineFailed
+from pipeline.errors import NothingNew, PipelineFailed
 from pipeline.pipeline import create_pipeline
 from pipeline.runs.lock import run_lock
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
+from pipeline.runs.retraining import no_new_span
 from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
@@ -33,6 +34,10 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     # One run at a time per root: a second run decides against the first's model, not the same old one.
     with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
                   say=lambda m: stream.write(m + "\n")):
+        if config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest:
+            why = no_new_span(config)
+            if why:
+                raise NothingNew(why)
         return _run(config, pipeline, log_file, stream)
 
 

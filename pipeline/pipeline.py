@@ -28,11 +28,14 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
-                        digest=config.snapshot.digest)
+                        digest=config.snapshot.digest, span_selection=config.data.spans)
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
     example_gen = tfx.components.CsvExampleGen(
         input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
+        # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
+        input_config=tfx.proto.Input(splits=[tfx.proto.Input.Split(name="single_split", pattern="*/*")])
+        if config.data.spans else None,
         output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
             tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
             tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))

@@ -5,6 +5,9 @@ a digest, checks that snapshot is intact) and emits a DatasetSnapshot artifact
 carrying the digest, plus the snapshot's data directory as a String.
 ExampleGen takes its input_base from that String, so it never reads the source
 itself, and MLMD links every downstream artifact to the snapshot and digest.
+For a source in span layout (`span-<N>/` or `YYYY-MM-DD/` subdirectories),
+the `spans` selection is applied here, at run time, and the snapshot, its
+manifest and its MLMD properties hold exactly the chosen spans (spans.py).
 
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
@@ -24,9 +27,10 @@ from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
-from components.snapshot import store
+from components.snapshot import spans, store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
+SPANS = "spans"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
 
@@ -45,6 +49,8 @@ class SnapshotSpec(types.ComponentSpec):
         SNAPSHOTS_ROOT: component_spec.ExecutionParameter(type=str),
         # Pinned: reuse this published snapshot instead of reading the source.
         DIGEST: component_spec.ExecutionParameter(type=str, optional=True),
+        # all | latest | window(k) for a source in span layout (spans.py); empty for a flat source.
+        SPANS: component_spec.ExecutionParameter(type=str, optional=True),
         # Set by the driver at run time; part of the cache key.
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
     }
@@ -72,8 +78,15 @@ class SnapshotExecutor(base_executor.BaseExecutor):
            exec_properties: dict[str, Any]) -> None:
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
-        manifest = (store.get(root, pinned) if pinned
-                    else store.create(exec_properties[SOURCE_URI], root))
+        source, selection = exec_properties[SOURCE_URI], exec_properties.get(SPANS) or None
+        if pinned:
+            manifest = store.get(root, pinned)
+        elif selection:
+            # Decided now, from what has landed in the source by the time this run gets here.
+            chosen = spans.select(spans.list_spans(source), selection, source)
+            manifest = store.create(source, root, spans=tuple(s.name for s in chosen))
+        else:
+            manifest = store.create(source, root)
         problems = store.csv_problems(manifest)
         if problems:
             raise store.SnapshotError(
@@ -85,6 +98,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("source_uri", manifest.source_uri)
         out.set_string_custom_property("snapshot_uri", manifest.uri)
         out.set_string_custom_property("created", manifest.created)
+        out.set_string_custom_property(SPANS, ",".join(manifest.spans))
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
@@ -95,7 +109,9 @@ class Snapshot(base_component.BaseComponent):
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(SnapshotExecutor)
     DRIVER_CLASS = SnapshotDriver
 
-    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None):
+    def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
+                 span_selection: Optional[str] = None):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
+            spans=span_selection or None,
             snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

@@ -57,6 +57,8 @@ class Manifest:
     created: str   # UTC, ISO 8601
     files: tuple[FileEntry, ...]
     uri: str       # the snapshot directory
+    # The span directories (components/snapshot/spans.py) it holds, oldest first; empty for a flat source.
+    spans: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
@@ -69,13 +71,16 @@ class Manifest:
     def to_json(self) -> str:
         body = {"digest": self.digest, "source_uri": self.source_uri, "created": self.created,
                 "rows": self.rows, "files": [dataclasses.asdict(f) for f in self.files]}
+        if self.spans:
+            body["spans"] = list(self.spans)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, uri: str) -> "Manifest":
         body = json.loads(text)
         return cls(digest=body["digest"], source_uri=body["source_uri"], created=body["created"],
-                   files=tuple(FileEntry(**f) for f in body["files"]), uri=uri)
+                   files=tuple(FileEntry(**f) for f in body["files"]), uri=uri,
+                   spans=tuple(body.get("spans", ())))
 
 
 def content_digest(files: list[FileEntry]) -> str:
@@ -108,10 +113,11 @@ def fingerprint(source_uri: str, gcs_client=None) -> str:
     return hashlib.sha256(f"{source_uri}\n{listing}".encode()).hexdigest()
 
 
-def create(source_uri: str, root: str, gcs_client=None) -> Manifest:
-    """Snapshot source_uri into root; returns the existing snapshot if the bytes are already there."""
+def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] = ()) -> Manifest:
+    """Snapshot source_uri (only the given span directories, if any) into root; returns the existing
+    snapshot if the bytes are already there."""
     src, dst = storage_for(source_uri, gcs_client), storage_for(root, gcs_client)
-    listing = src.list()
+    listing = [p for p in src.list() if not spans or p.partition("/")[0] in spans]
     if not listing:
         raise SnapshotError(f"snapshot source {source_uri!r} has no files (missing or empty directory?)")
     entries = []
@@ -136,7 +142,7 @@ def create(source_uri: str, root: str, gcs_client=None) -> Manifest:
             landed, _, _ = _hash_stream(dst.open_read(f"{tmp}/{DATA_DIR}/{entry.path}"))
             if landed != entry.sha256:
                 raise SnapshotError(f"copy of {entry.path} in {root}/{tmp} does not match its source hash")
-        manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries),
+        manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries), spans=tuple(spans),
                             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             uri=f"{dst.uri}/{digest}")
         dst.write(f"{tmp}/{MANIFEST}", iter([manifest.to_json().encode()]))
