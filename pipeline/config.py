@@ -177,6 +177,24 @@ class DataGateSection(Section):
         return v
 
 
+class DriftGateSection(Section):
+    """Newest span vs the serving model's training data (components/drift_gate.py)."""
+    enabled: bool = True
+    # Jensen-Shannon divergence for INT/FLOAT features, L-infinity distance for BYTES ones (TFDV).
+    numeric_threshold: float = Field(0.3, gt=0, le=1)
+    categorical_threshold: float = Field(0.2, gt=0, le=1)
+    # Per-feature thresholds, overriding the two above.
+    thresholds: dict[str, float] = {}
+    # Features whose drift a person reviewed and accepts for this run (e.g. --set drift_gate.accepted='[x]').
+    accepted: list[str] = []
+
+    def as_json(self) -> str:
+        import json
+
+        return json.dumps({"numeric": self.numeric_threshold, "categorical": self.categorical_threshold,
+                           "features": self.thresholds}, sort_keys=True)
+
+
 class Config(Section):
     pipeline: PipelineSection = PipelineSection()
     data: DataSection = DataSection()
@@ -188,6 +206,7 @@ class Config(Section):
     dataflow: Optional[DataflowSection] = None
     snapshot: SnapshotSection = SnapshotSection()
     data_gate: DataGateSection = DataGateSection()
+    drift_gate: DriftGateSection = DriftGateSection()
 
     @property
     def snapshots_root(self) -> str:

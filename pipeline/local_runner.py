@@ -16,7 +16,7 @@ from pipeline.pipeline import create_pipeline
 from pipeline.runs.lock import run_lock
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
-from pipeline.runs.retraining import no_new_span
+from pipeline.runs.retraining import last_blessed, no_new_span
 from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
@@ -30,7 +30,6 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     os.makedirs(log_dir, exist_ok=True)
     log_file = join(log_dir, time.strftime("run-%Y%m%d-%H%M%S.log"))
 
-    pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
     # One run at a time per root: a second run decides against the first's model, not the same old one.
     with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
                   say=lambda m: stream.write(m + "\n")):
@@ -38,6 +37,10 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
             why = no_new_span(config)
             if why:
                 raise NothingNew(why)
+        # The drift gate compares with the data the serving (last blessed) model was trained on.
+        serving = last_blessed(config)
+        baseline = serving.statistics.uri if serving is not None and serving.statistics is not None else ""
+        pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path, baseline_statistics=baseline)
         return _run(config, pipeline, log_file, stream)
 
 

@@ -9,8 +9,9 @@ import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
 from components.data_gate import DataGate
+from components.drift_gate import DriftGate
 from components.pusher import Pusher
-from components.snapshot.component import DATA_URI_KEY, Snapshot
+from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import CHANGE_EPSILON, Config, resolve
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
@@ -24,7 +25,10 @@ PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
 
 
-def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.dsl.Pipeline:
+def create_pipeline(config: Config, metadata_path: Optional[str] = None,
+                    baseline_statistics: str = "") -> tfx.dsl.Pipeline:
+    """baseline_statistics: URI of the statistics of the serving model's training data, for the drift
+    gate; found through MLMD by the local runner ("" compares nothing)."""
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
@@ -59,6 +63,15 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
         # pre/post-transform statistics saves a full pass over the data.
         disable_statistics=True).with_id("Transform")
     transform.add_upstream_node(data_gate)
+    gates = [data_gate]
+    if config.drift_gate.enabled:
+        drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
+                               baseline_statistics=baseline_statistics, thresholds=config.drift_gate.as_json(),
+                               accepted=",".join(config.drift_gate.accepted))
+        # Broken data is the data gate's to report; drift is measured on data that passed it.
+        drift_gate.add_upstream_node(data_gate)
+        transform.add_upstream_node(drift_gate)
+        gates.append(drift_gate)
 
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
     trainer = trainer_class(config)(
@@ -95,7 +108,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> tfx.
     return tfx.dsl.Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
-        components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform,
+        components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
                     trainer, baseline_resolver, evaluator, pusher],
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(

@@ -14,7 +14,7 @@ from trainer import features
 pytestmark = pytest.mark.e2e
 
 ALL_COMPONENTS = {"Snapshot", "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
-                  "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+                  "DriftGate", "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
 
 
 def test_every_component_ran_and_a_blessed_model_was_pushed(pipeline_run):

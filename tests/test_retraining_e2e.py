@@ -3,31 +3,50 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from components.pusher import UNCHANGED_VERSION
 from components.serving_dir import versions
-from pipeline.config import load_config
-from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
-from pipeline.runs import mlmd
+from pipeline.config import load_config, resolve
+from pipeline.errors import EXIT_FAILED, EXIT_NOTHING_NEW, EXIT_OK
+from pipeline.runs import mlmd, span_data
+from pipeline.runs.retraining import no_new_span
 from pipeline.runs.summary import ACCURACY, summarize
-from tests.conftest import CONFIG, SAFETY_TRAIN_STEPS
+from tests.conftest import CONFIG, SAFETY_TRAIN_STEPS, tree_hashes
 
 pytestmark = pytest.mark.e2e
 
 
+_ENV = {**os.environ, "PYTHONPATH": os.getcwd()}
+
+
+def _command(overrides: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pipeline", "run", "--config", CONFIG,
+            *[a for o in overrides for a in ("--set", o)]]
+
+
 def _start(overrides: list[str]) -> subprocess.Popen:
-    args = [a for o in overrides for a in ("--set", o)]
-    return subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--config", CONFIG, *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    return subprocess.Popen(_command(overrides), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_ENV)
+
+
+def _four_spans(directory) -> str:
+    config = load_config(CONFIG)
+    types = span_data.column_types(resolve(config.data.schema_file))
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), str(directory), count=4, rows=170, types=types,
+                          drift=span_data.pick_drift(types, label="species"))
+    return str(directory)
 
 
 def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_path):
-    overrides = [f"pipeline.root={tmp_path}", SAFETY_TRAIN_STEPS]
+    """Two runs on one root, on four spans with window(2); each would retrain even without a new span."""
+    source = _four_spans(tmp_path / "spans")
+    overrides = [f"pipeline.root={tmp_path}", SAFETY_TRAIN_STEPS, f"data.input_dir={source}", "data.spans=window(2)",
+                 "data.skip_when_no_new_span=false"]
     procs = [_start(overrides), _start(overrides)]
     outputs = [p.communicate(timeout=900)[0] for p in procs]
     codes = [p.returncode for p in procs]
@@ -52,3 +71,32 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     assert reader.inputs(reader.producer(push))["model"][0].id == reader.inputs(pusher)["model"][0].id
     pushed = later.output("Pusher", "PushedModel")
     assert pushed.properties["pushed"] == 0 and pushed.properties[UNCHANGED_VERSION] == versions(serving)[0].name
+
+    # The snapshot held exactly the window's spans, and MLMD says so.
+    assert later.snapshots()[0][1].properties["spans"] == "span-3,span-4"
+    assert sorted(p.parent.name for p in Path(later.snapshots()[0][1].properties["snapshot_uri"]).rglob("*.csv")) \
+        == ["span-3", "span-4"]
+
+    # No new span since the blessed model: a scheduled run exits at once, and pushes nothing.
+    before = tree_hashes(Path(serving))
+    rerun = subprocess.run(_command([*overrides[:-1], "data.skip_when_no_new_span=true"]),
+                           capture_output=True, text=True, env=_ENV, timeout=300)
+    assert rerun.returncode == EXIT_NOTHING_NEW, rerun.stdout + rerun.stderr
+    assert "no new span: the newest in" in rerun.stdout and "span-4" in rerun.stdout, rerun.stdout
+    assert tree_hashes(Path(serving)) == before
+    assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == later.run_id  # no new run
+    # A drifted span lands: there is something new, and the drift gate stops the run before Transform.
+    types = span_data.column_types(resolve(config.data.schema_file))
+    drift = span_data.pick_drift(types, label="species")
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), source, count=1, first=5, rows=170, types=types,
+                          drift=drift, drift_at=5)
+    assert no_new_span(config) is None
+    drifted = subprocess.run(_command([*overrides[:-1], "data.skip_when_no_new_span=true"]),
+                             capture_output=True, text=True, env=_ENV, timeout=600)
+    assert drifted.returncode == EXIT_FAILED, drifted.stdout + drifted.stderr
+    assert "DriftGate failed" in drifted.stderr, drifted.stderr
+    assert re.search(rf"feature {drift.numeric}: Jensen-Shannon distance [0-9.]+ > threshold 0.3", drifted.stderr)
+    assert re.search(rf"feature {drift.categorical}: L-infinity distance [0-9.]+ > threshold 0.2", drifted.stderr)
+    stopped = summarize(config.pipeline.metadata_path, config.pipeline.name)
+    assert stopped.component("DriftGate").state == "failed" and stopped.component("Transform") is None
+    assert tree_hashes(Path(serving)) == before
