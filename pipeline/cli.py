@@ -50,7 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a pushed version (directory name under the serving dir) or a Model artifact id")
     lineage.set_defaults(func=cmd_lineage)
 
-    for p in (run, report, snaps, lineage):
+    hist = sub.add_parser("history", help="one row per run: spans, rows, drift, metric, blessed, pushed, serving")
+    hist.set_defaults(func=cmd_history)
+    simulate = sub.add_parser("simulate", help="scheduled retraining, simulated: write spans, run once per span")
+    simulate.add_argument("--spans", type=int, default=6, help="how many spans to write and run")
+    simulate.add_argument("--drift-at", type=int, default=4, help="the first span with a real shift (0: none)")
+    simulate.add_argument("--rows", type=int, default=170, help="rows per span")
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--source", default="data/penguins/penguins.csv", help="flat CSV the spans are drawn from")
+    simulate.set_defaults(func=cmd_simulate, config="configs/simulate.yaml")
+
+    for p in (run, report, snaps, lineage, hist, simulate):
         _add_config_args(p)
     _add_vertex_commands(sub)
     return parser
@@ -120,6 +130,20 @@ def cmd_lineage(config, args) -> int:
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK
+
+
+def cmd_history(config, args) -> int:
+    from pipeline.runs.history import cmd_history
+
+    print(cmd_history(config))
+    return EXIT_OK
+
+
+def cmd_simulate(config, args) -> int:
+    from pipeline.runs.simulate import simulate
+
+    return simulate(config, spans=args.spans, drift_at=args.drift_at or None, rows=args.rows, seed=args.seed,
+                    source_csv=args.source)
 
 
 def _pin_snapshot(args) -> list[str]:

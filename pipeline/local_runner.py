@@ -13,6 +13,7 @@ from tfx import v1 as tfx
 from pipeline.config import Config, join
 from pipeline.errors import NothingNew, PipelineFailed
 from pipeline.pipeline import create_pipeline
+from pipeline.runs.history_page import write_history_page
 from pipeline.runs.lock import run_lock
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
@@ -68,7 +69,9 @@ def _run(config: Config, pipeline: tfx.dsl.Pipeline, log_file: str, stream: Text
 def _report(config: Config, summary: RunSummary | None) -> str:
     """Write the run's report.html; a broken report must not hide the run's own outcome."""
     try:
-        return write_report(config, summary=summary)
+        path = write_report(config, summary=summary)
+        write_history_page(config)
+        return path
     except Exception as e:  # noqa: BLE001 - reported, and the run's result stands
         logging.getLogger(__name__).exception("writing the run report failed")
         return f"not written ({type(e).__name__}: {e})"

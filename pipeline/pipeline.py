@@ -73,23 +73,25 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
         transform.add_upstream_node(drift_gate)
         gates.append(drift_gate)
 
+    baseline_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
     trainer = trainer_class(config)(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
+        # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
+        base_model=baseline_resolver.outputs["model"] if config.trainer.warm_start else None,
         # The loop counts its own steps from the trainer config; TFX's
         # train_args only need to agree for its bookkeeping.
         train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=None),
         custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
-
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
 
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],

@@ -34,11 +34,13 @@ def _start(overrides: list[str]) -> subprocess.Popen:
     return subprocess.Popen(_command(overrides), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_ENV)
 
 
+def _recipe(config) -> span_data.Recipe:
+    return span_data.Recipe.from_schema(resolve(config.data.schema_file), label="species")
+
+
 def _four_spans(directory) -> str:
     config = load_config(CONFIG)
-    types = span_data.column_types(resolve(config.data.schema_file))
-    span_data.write_spans(resolve("data/penguins/penguins.csv"), str(directory), count=4, rows=170, types=types,
-                          drift=span_data.pick_drift(types, label="species"))
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), str(directory), _recipe(config), count=4, rows=170)
     return str(directory)
 
 
@@ -86,10 +88,9 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     assert tree_hashes(Path(serving)) == before
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == later.run_id  # no new run
     # A drifted span lands: there is something new, and the drift gate stops the run before Transform.
-    types = span_data.column_types(resolve(config.data.schema_file))
-    drift = span_data.pick_drift(types, label="species")
-    span_data.write_spans(resolve("data/penguins/penguins.csv"), source, count=1, first=5, rows=170, types=types,
-                          drift=drift, drift_at=5)
+    drift = _recipe(config).drift
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), source, _recipe(config), count=1, first=5, rows=170,
+                          drift_at=5)
     assert no_new_span(config) is None
     drifted = subprocess.run(_command([*overrides[:-1], "data.skip_when_no_new_span=true"]),
                              capture_output=True, text=True, env=_ENV, timeout=600)

@@ -28,6 +28,8 @@ from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs.summary import RunSummary, summarize  # noqa: E402
 
 REPORT_FILE = "report.html"
+# Beside the runs' directories: <root>/runs/history.html (history_page.py).
+HISTORY_FILE = "history.html"
 _CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"))
 
 
@@ -73,7 +75,8 @@ def _overview(s: RunSummary, pipeline_name: str) -> str:
             ("pushed model", s.pushed_path or "nothing pushed (the serving model, if any, is unchanged)")]
     if s.pushed_version:
         rows.append(("pushed version", s.pushed_version))
-    return _section("overview", "Run", _table(("", ""), rows))
+    return _section("overview", "Run", _table(("", ""), rows)
+                    + f'<p><a href="../{HISTORY_FILE}">History of all runs on this root</a></p>')
 
 
 def _components(s: RunSummary) -> str:

@@ -2,11 +2,14 @@
 
 Each span is a resample (with replacement) of the source rows, with a little
 Gaussian noise on the FLOAT columns so spans differ like real days do. From
-`drift_at` on, spans carry a real shift: one FLOAT column changes unit (x10,
-like mm -> cm read as mm) and one categorical column's most common value
-becomes rarer (the rows holding it are mostly dropped), as a new site's
-share would. Which columns: FLOAT and BYTES features from the schema, the
-first of each unless named, never the label.
+`drift_at` on, spans carry a real shift that still passes the schema (the
+data gate must not see it; the drift gate must): one FLOAT column reads 25%
+high, as after an instrument's recalibration, and one categorical column's
+most common value becomes rare (its rows are mostly dropped), as when a site
+stops reporting. FLOAT values stay inside the schema's float_domain (a unit
+change such as mm -> cm would leave it and is the data gate's to catch).
+Which columns: FLOAT and BYTES features from the schema, the first of each
+unless named, never the label.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Optional
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 NOISE = 0.02          # relative standard deviation of the noise on FLOAT columns
-UNIT_CHANGE = 10.0    # the drifted FLOAT column is multiplied by this
+SCALE = 1.25          # the drifted FLOAT column is multiplied by this
 KEEP_SHARE = 0.1      # of rows holding the shifted column's most common value
 
 
@@ -30,11 +33,24 @@ class Drift:
     categorical: str   # column whose most common value becomes rare
 
 
-def column_types(schema_file: str) -> dict[str, str]:
+def _schema(schema_file: str) -> schema_pb2.Schema:
     from google.protobuf import text_format
 
-    schema = text_format.Parse(Path(schema_file).read_text(), schema_pb2.Schema())
-    return {f.name: schema_pb2.FeatureType.Name(f.type) for f in schema.feature}
+    return text_format.Parse(Path(schema_file).read_text(), schema_pb2.Schema())
+
+
+def column_types(schema_file: str) -> dict[str, str]:
+    return {f.name: schema_pb2.FeatureType.Name(f.type) for f in _schema(schema_file).feature}
+
+
+def float_domains(schema_file: str) -> dict[str, tuple[float, float]]:
+    """FLOAT features' [min, max] from the schema (unbounded sides are infinite)."""
+    out = {}
+    for f in _schema(schema_file).feature:
+        if f.HasField("float_domain"):
+            d = f.float_domain
+            out[f.name] = (d.min if d.HasField("min") else -float("inf"), d.max if d.HasField("max") else float("inf"))
+    return out
 
 
 def pick_drift(types: dict[str, str], label: str, numeric: Optional[str] = None,
@@ -49,9 +65,24 @@ def pick_drift(types: dict[str, str], label: str, numeric: Optional[str] = None,
     return Drift(numeric or floats[0], categorical or strings[0])
 
 
-def write_spans(source_csv: str, out_dir: str, count: int, rows: int, types: dict[str, str],
-                drift: Drift, drift_at: Optional[int] = None, seed: int = 0, first: int = 1) -> list[Path]:
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How spans are made from a dataset: its column types and domains (from the schema) and the drift."""
+    types: dict[str, str]
+    domains: dict[str, tuple[float, float]]
+    drift: Drift
+
+    @classmethod
+    def from_schema(cls, schema_file: str, label: str, numeric: Optional[str] = None,
+                    categorical: Optional[str] = None) -> "Recipe":
+        types = column_types(schema_file)
+        return cls(types, float_domains(schema_file), pick_drift(types, label, numeric, categorical))
+
+
+def write_spans(source_csv: str, out_dir: str, recipe: Recipe, count: int, rows: int,
+                drift_at: Optional[int] = None, seed: int = 0, first: int = 1) -> list[Path]:
     """Write span-<first>..span-<first+count-1>/data.csv under out_dir; returns their directories."""
+    types, drift, domains = recipe.types, recipe.drift, recipe.domains
     with open(source_csv, newline="") as f:
         reader = csv.DictReader(f)
         header, source = reader.fieldnames, list(reader)
@@ -64,7 +95,8 @@ def write_spans(source_csv: str, out_dir: str, count: int, rows: int, types: dic
             common = max({r[drift.categorical] for r in source},
                          key=lambda v: sum(r[drift.categorical] == v for r in source))
             pool = [r for r in source if r[drift.categorical] != common or rng.random() < KEEP_SHARE]
-        span_rows = [_noisy(rng.choice(pool), types, drift if drifted else None, rng) for _ in range(rows)]
+        span_rows = [_noisy(rng.choice(pool), types, drift if drifted else None, rng, domains)
+                     for _ in range(rows)]
         directory = Path(out_dir) / f"span-{n}"
         directory.mkdir(parents=True, exist_ok=True)
         with open(directory / "data.csv", "w", newline="") as f:
@@ -75,13 +107,15 @@ def write_spans(source_csv: str, out_dir: str, count: int, rows: int, types: dic
     return written
 
 
-def _noisy(row: dict, types: dict[str, str], drift: Optional[Drift], rng: random.Random) -> dict:
+def _noisy(row: dict, types: dict[str, str], drift: Optional[Drift], rng: random.Random,
+           domains: dict[str, tuple[float, float]]) -> dict:
     out = dict(row)
     for column, kind in types.items():
         if kind != "FLOAT" or not out.get(column):
             continue  # empty: a missing value stays missing
         value = float(out[column]) * (1 + rng.gauss(0, NOISE))
         if drift is not None and column == drift.numeric:
-            value *= UNIT_CHANGE
-        out[column] = f"{value:.2f}"
+            value *= SCALE
+        low, high = domains.get(column, (-float("inf"), float("inf")))
+        out[column] = f"{min(max(value, low), high):.2f}"
     return out
