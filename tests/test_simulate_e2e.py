@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -16,15 +18,23 @@ from pipeline.runs.simulate import simulate
 from pipeline.runs.summary import summarize
 from tests.conftest import SAFETY_TRAIN_STEPS
 
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
 pytestmark = pytest.mark.e2e
 
 
-def test_three_spans_push_retrain_and_stop_on_drift(tmp_path):
-    config = load_config("configs/simulate.yaml", [f"pipeline.root={tmp_path}", f"data.input_dir={tmp_path}/spans",
+@pytest.fixture(scope="module")
+def simulation(tmp_path_factory):
+    root = tmp_path_factory.mktemp("simulate")
+    config = load_config("configs/simulate.yaml", [f"pipeline.root={root}", f"data.input_dir={root}/spans",
                                                    SAFETY_TRAIN_STEPS])
     out = io.StringIO()
     assert simulate(config, spans=3, drift_at=3, rows=150, stream=out) == 0
-    text = out.getvalue()
+    return config, out.getvalue()
+
+
+def test_three_spans_push_retrain_and_stop_on_drift(simulation):
+    config, text = simulation
     rows = history(config)
     assert [r.spans for r in rows] == ["span-1", "span-1,span-2", "span-2,span-3"], text
     first, second, third = rows
@@ -54,3 +64,21 @@ def test_three_spans_push_retrain_and_stop_on_drift(tmp_path):
     assert "history:" in text and "blocked by DriftGate" in text and "<- serving now" in text
     page = open(history_path(config)).read()
     assert os.path.isfile(history_path(config)) and "blocked by DriftGate" in page and "data:image/png" in page
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+def test_history_page_renders_in_a_real_browser(simulation, tmp_path):
+    from PIL import Image
+
+    config, _ = simulation
+    shot = tmp_path / "history.png"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900",
+                    f"--screenshot={shot}", f"file://{history_path(config)}"], check=True, capture_output=True,
+                   timeout=120)
+    image = Image.open(shot).convert("L")
+    histogram = image.histogram()
+    # A chart and a table, not a blank or error page.
+    assert sum(1 for count in histogram if count) > 64
+    assert sum(histogram[:128]) > 0.005 * image.size[0] * image.size[1]
