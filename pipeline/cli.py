@@ -58,10 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--rows", type=int, default=170, help="rows per span")
     simulate.add_argument("--seed", type=int, default=0)
     simulate.add_argument("--source", default="data/penguins/penguins.csv", help="flat CSV the spans are drawn from")
-    simulate.set_defaults(func=cmd_simulate, config="configs/simulate.yaml")
+    simulate.set_defaults(func=cmd_simulate)
 
     for p in (run, report, snaps, lineage, hist, simulate):
         _add_config_args(p)
+    simulate.set_defaults(config="configs/simulate.yaml")  # after --config's own default, to replace it
     _add_vertex_commands(sub)
     return parser
 
