@@ -11,6 +11,7 @@ local runner, not part of the pipeline's DAG.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Optional, TextIO
@@ -52,6 +53,8 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
         except PipelineFailed as e:
             stream.write(f"run stopped: {str(e).splitlines()[0]}\n")
             stream.write("".join(f"  {line}\n" for line in str(e).splitlines()[1:] if line.startswith("  ")))
+    # TFX leaves absl logging at INFO; reading MLMD for the history would print a line per store opened.
+    logging.getLogger("absl").setLevel(logging.WARNING)
     stream.write("\nhistory:\n" + format_history(history(config)) + "\n")
     stream.write(f"history page: {write_history_page(config)}\n")
     return EXIT_OK
