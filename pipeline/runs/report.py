@@ -76,7 +76,8 @@ def _overview(s: RunSummary, pipeline_name: str) -> str:
     if s.pushed_version:
         rows.append(("pushed version", s.pushed_version))
     return _section("overview", "Run", _table(("", ""), rows)
-                    + f'<p><a href="../{HISTORY_FILE}">History of all runs on this root</a></p>')
+                    # Text, not a link: the report stays self-contained (no href outside itself).
+                    + f"<p class=dim>History of all runs on this root: ../{HISTORY_FILE}</p>")
 
 
 def _components(s: RunSummary) -> str:
