@@ -16,7 +16,7 @@ PYTHON310 := $(shell \
   if python3.10 -c 'import sys' >/dev/null 2>&1; then command -v python3.10; \
   else ls -d $$HOME/.pyenv/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1; fi)
 
-.PHONY: venv run test lint bench clean compile submit schedule tools-venv checkov
+.PHONY: venv run test lint bench clean compile preflight submit schedule tools-venv checkov
 # Row counts for the scale part of `make bench`; BENCH_SIZES= skips it.
 BENCH_SIZES ?= 100000,1000000
 BENCH_ARGS ?=
@@ -37,7 +37,7 @@ $(VENV)/.installed: requirements.lock
 run: venv
 	$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
 
-# Vertex AI (docs/vertex.md). compile needs no cloud access; submit/schedule use
+# Vertex AI (docs/vertex.md). compile needs no cloud access; preflight/submit/schedule use
 # Application Default Credentials. e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'",
 # make schedule ACTION=pause ID=1234
 VERTEX_CONFIG ?= configs/vertex.yaml
@@ -46,6 +46,9 @@ ID ?=
 
 compile: venv
 	$(PY) -m pipeline compile --config $(VERTEX_CONFIG) $(ARGS)
+
+preflight: venv
+	$(PY) -m pipeline preflight --config $(VERTEX_CONFIG) $(ARGS)
 
 submit: venv
 	$(PY) -m pipeline submit --config $(VERTEX_CONFIG) $(ARGS)

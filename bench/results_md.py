@@ -35,7 +35,41 @@ def _local(loc: dict) -> list[str]:
                      f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
                      f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | accuracy {_md(x['accuracy'])} | |")
     lines.append("")
+    return lines + _rerun_and_before(loc)
+
+
+def _rerun_and_before(loc: dict) -> list[str]:
+    """Part 1's no-change rerun and before/after table (bench/local.py measures them)."""
+    lines = []
+    if "rerun" in loc:
+        r = loc["rerun"]
+        lines += [f"No-change rerun (caching on, a second identical `make run`): {r['wall_seconds']:.1f}s wall; "
+                  f"a process that only imports the local runner took {r['imports_wall_seconds']:.1f}s in the same "
+                  f"round, so **{r['beyond_imports_seconds']:.1f}s beyond the imports** (target <= "
+                  f"{r['target_seconds']:.0f}s: {'met' if r['met'] else 'NOT met'}); components not served from "
+                  f"cache: {', '.join(r['not_cached']) or 'none'}. All rounds: {r['all_beyond_imports_seconds']}.",
+                  ""]
+    if "before_after" in loc:
+        ba = loc["before_after"]
+        before, after = ba["before"], loc["ours"]
+        lines += [f"Before/after: the same fresh run from `{ba['checkout']}` in the same rounds (fastest of "
+                  f"{ba['all_wall_seconds']}): **after/before {ba['wall_ratio']:.2f}x wall**; before/theirs was "
+                  f"{before['wall_seconds'] / loc['theirs']['wall_seconds']:.2f}x.", "",
+                  "| component | before s | after s |", "|---|---:|---:|"]
+        names = list(dict.fromkeys([*before["components"], *after["components"]]))
+        for n in names:
+            b, a = before["components"].get(n, {}), after["components"].get(n, {})
+            lines.append(f"| {n} | {_secs(b.get('seconds'))} | {_secs(a.get('seconds'))} |")
+        for label, key in (("components", "components_seconds"), ("outside them (imports, set-up)",
+                                                                  "outside_components_seconds"),
+                           ("wall", "wall_seconds")):
+            lines.append(f"| *{label}* | {before[key]:.1f} | {after[key]:.1f} |")
+        lines.append("")
     return lines
+
+
+def _secs(x) -> str:
+    return "–" if x is None else f"{x:.2f}"
 
 
 def _trainer(t: dict) -> list[str]:

@@ -13,9 +13,11 @@ import logging
 import os
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
+from tfx.types.standard_artifacts import ExampleAnomalies
 
 ANOMALIES_FILE = "SchemaDiff.pb"
 DATASET = "(dataset)"
@@ -36,7 +38,7 @@ class Anomaly:
         return f"split {self.split}, feature {self.feature}: {self.kind}: {self.description}"
 
 
-def read_anomalies(anomalies: tfx.types.standard_artifacts.ExampleAnomalies) -> list[Anomaly]:
+def read_anomalies(anomalies: ExampleAnomalies) -> list[Anomaly]:
     found = []
     for split in artifact_utils.decode_split_names(anomalies.split_names):
         proto = anomalies_pb2.Anomalies()
@@ -70,8 +72,7 @@ def check(found: list[Anomaly], tolerated: frozenset[str]) -> None:
         raise DataAnomaliesError("\n".join(lines))
 
 
-@tfx.dsl.components.component
-def DataGate(anomalies: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.ExampleAnomalies],
-             tolerated_anomalies: tfx.dsl.components.Parameter[str] = "") -> None:
+@component
+def DataGate(anomalies: InputArtifact[ExampleAnomalies], tolerated_anomalies: Parameter[str] = "") -> None:
     """tolerated_anomalies: comma-separated anomaly kinds (AnomalyInfo.Type names) that do not stop the run."""
     check(read_anomalies(anomalies), frozenset(filter(None, tolerated_anomalies.split(","))))

@@ -25,8 +25,10 @@ import logging
 import os
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
-from tfx import v1 as tfx
+from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
 from tfx.dsl.io import fileio
+from tfx.types.standard_artifacts import Schema
 from tfx.utils import io_utils
 
 from components.snapshot.component import DatasetSnapshot
@@ -111,12 +113,12 @@ def newest_statistics(snapshot_uri: str, spans: list[str]) -> statistics_pb2.Dat
     return tfdv.generate_statistics_from_dataframe(pd.concat(frames, ignore_index=True))
 
 
-@tfx.dsl.components.component
-def DriftGate(snapshot: tfx.dsl.components.InputArtifact[DatasetSnapshot],
-              schema: tfx.dsl.components.InputArtifact[tfx.types.standard_artifacts.Schema],
-              baseline_statistics: tfx.dsl.components.Parameter[str] = "",
-              thresholds: tfx.dsl.components.Parameter[str] = "{}",
-              accepted: tfx.dsl.components.Parameter[str] = "") -> None:
+@component
+def DriftGate(snapshot: InputArtifact[DatasetSnapshot],
+              schema: InputArtifact[Schema],
+              baseline_statistics: Parameter[str] = "",
+              thresholds: Parameter[str] = "{}",
+              accepted: Parameter[str] = "") -> None:
     """baseline_statistics: URI of an ExampleStatistics artifact ("" on a first run);
     thresholds: JSON {"numeric": x, "categorical": y, "features": {name: t}}; accepted: comma-separated features."""
     if not baseline_statistics:

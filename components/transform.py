@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx import types
-from tfx import v1 as tfx
 from tfx.components.transform import executor as transform_executor
+from tfx.components.transform.component import Transform
 from tfx.dsl.components.base import executor_spec
 
 ANALYZER_BATCH_SIZE = 1000
@@ -39,5 +39,5 @@ class Executor(transform_executor.Executor):
             transform_executor.TransformProcessor = stock
 
 
-class DeterministicTransform(tfx.components.Transform):
+class DeterministicTransform(Transform):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)

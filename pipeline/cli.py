@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_vertex_commands(sub) -> None:
     compile_ = sub.add_parser("compile", help="write the Vertex AI PipelineJob JSON (no cloud access)")
+    preflight = sub.add_parser("preflight", help="check the GCP project is ready for a run (one line per check)")
     submit = sub.add_parser("submit", help="compile and submit to Vertex AI Pipelines")
     schedule = sub.add_parser("schedule", help="manage scheduled runs on Vertex AI Pipelines")
     schedule.add_argument("action", choices=["create", "list", "pause", "resume", "delete"])
@@ -82,31 +83,39 @@ def _add_vertex_commands(sub) -> None:
     submit.add_argument("--wait", action="store_true", help="follow the job; exit 1 unless it succeeds")
     submit.add_argument("--poll-seconds", type=float, default=30.0)
     submit.add_argument("--job-id", help="default: <pipeline name>-<timestamp>")
-    submit.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
-                        help="override pipeline.enable_cache for this run")
-    for p, name in ((compile_, "compile"), (submit, "submit"), (schedule, "schedule")):
+    for p, name in ((compile_, "compile"), (preflight, "preflight"), (submit, "submit"), (schedule, "schedule")):
         p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
         _add_config_args(p)
         p.set_defaults(config="configs/vertex.yaml")
-        p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+        if p is not preflight:
+            p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+    for p in (preflight, submit, schedule):
+        p.add_argument("--preflight-endpoint", metavar="URL",
+                       help="send the preflight's Google API calls to this local emulator (tests)")
+    for p in (submit, schedule):
+        p.add_argument("--skip-preflight", action="store_true", help="don't run the preflight checks first")
     for p in (submit, schedule):
         p.add_argument("--api-endpoint", help="Vertex API endpoint, e.g. europe-west4-aiplatform.googleapis.com")
+        p.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                       help="turn caching on/off for EVERY task of the run(s), overriding the compiled per-task "
+                            "rule (default: the rule; see docs/vertex.md)")
 
 
 def _vertex_command(name: str):
     # Imported on demand: the Vertex client libraries are slow to import and local runs don't need them.
-    from pipeline.vertex import compile, schedules, submit
+    from pipeline.vertex import compile, preflight, schedules, submit
 
-    return {"compile": compile.cmd_compile, "submit": submit.cmd_submit, "schedule": schedules.cmd_schedule}[name]
+    return {"compile": compile.cmd_compile, "preflight": preflight.cmd_preflight, "submit": submit.cmd_submit,
+            "schedule": schedules.cmd_schedule}[name]
 
 
 def cmd_run(config, args) -> int:
     from pipeline.local_runner import run_local
 
     summary = run_local(config)
-    if summary.pushed_path:
-        return EXIT_OK
-    return EXIT_NOTHING_NEW if summary.unchanged_version else EXIT_NOT_PUSHED
+    if summary.unchanged_version:
+        return EXIT_NOTHING_NEW
+    return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
 
 
 def cmd_report(config, args) -> int:

@@ -8,7 +8,8 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from tfx import v1 as tfx
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration.pipeline import Pipeline
 
 from pipeline.config import Config, join
 from pipeline.errors import NothingNew, PipelineFailed
@@ -45,10 +46,10 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
         return _run(config, pipeline, log_file, stream)
 
 
-def _run(config: Config, pipeline: tfx.dsl.Pipeline, log_file: str, stream: TextIO) -> RunSummary:
+def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> RunSummary:
     with run_logging(log_file, stream) as progress:
         try:
-            tfx.orchestration.LocalDagRunner().run(pipeline)
+            LocalDagRunner().run(pipeline)
         except Exception as e:
             where = progress.current or "the pipeline"
             # What did run, and the data gate's anomalies if it stopped the run.

@@ -5,17 +5,31 @@ from __future__ import annotations
 
 from typing import Optional
 
+# TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
+# BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+from tensorflow_model_analysis import constants as tfma_constants
+from tfx.components import CsvExampleGen, ExampleValidator, SchemaGen, StatisticsGen
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.orchestration.metadata import sqlite_metadata_connection_config
+from tfx.orchestration.pipeline import Pipeline
+from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 
 from components.data_gate import DataGate
 from components.drift_gate import DriftGate
+from components.evaluator import EagerMetricsEvaluator
 from components.pusher import Pusher
 from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import CHANGE_EPSILON, Config, resolve
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
+from pipeline.vertex.dag import (
+    beam_pipeline_args,
+    make_baseline_resolver,
+    make_warm_start_resolver,
+    trainer_class,
+    trainer_custom_config,
+)
 from trainer import features
 from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 
@@ -23,10 +37,12 @@ from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
+BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
+WARM_START_RESOLVER_ID = "warm_start_model_resolver"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None,
-                    baseline_statistics: str = "") -> tfx.dsl.Pipeline:
+                    baseline_statistics: str = "") -> Pipeline:
     """baseline_statistics: URI of the statistics of the serving model's training data, for the drift
     gate; found through MLMD by the local runner ("" compares nothing)."""
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
@@ -35,22 +51,22 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
                         digest=config.snapshot.digest, span_selection=config.data.spans)
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
-    example_gen = tfx.components.CsvExampleGen(
+    example_gen = CsvExampleGen(
         input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
         # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
-        input_config=tfx.proto.Input(splits=[tfx.proto.Input.Split(name="single_split", pattern="*/*")])
+        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
         if config.data.spans else None,
-        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-            tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-            tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
+        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+            example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
+            example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
 
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     if config.data.schema_file:
-        schema_gen = tfx.components.ImportSchemaGen(schema_file=resolve(config.data.schema_file))
+        schema_gen = ImportSchemaGen(schema_file=resolve(config.data.schema_file))
     else:
-        schema_gen = tfx.components.SchemaGen(
+        schema_gen = SchemaGen(
             statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
-    example_validator = tfx.components.ExampleValidator(
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
     data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
                          tolerated_anomalies=",".join(config.data_gate.tolerated_anomalies))
@@ -61,7 +77,9 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
         preprocessing_fn=PREPROCESSING_FN,
         # StatisticsGen already describes the raw data; skipping Transform's own
         # pre/post-transform statistics saves a full pass over the data.
-        disable_statistics=True).with_id("Transform")
+        disable_statistics=True,
+        # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
+        disable_analyzer_cache=True).with_id("Transform")
     transform.add_upstream_node(data_gate)
     gates = [data_gate]
     if config.drift_gate.enabled:
@@ -73,11 +91,9 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
         transform.add_upstream_node(drift_gate)
         gates.append(drift_gate)
 
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
+    # Not the Evaluator's baseline resolver: that one reads the Trainer's output (components/baseline.py).
+    warm_start = [make_warm_start_resolver().with_id(WARM_START_RESOLVER_ID)] if config.trainer.warm_start else []
 
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
     trainer = trainer_class(config)(
@@ -85,36 +101,38 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
-        base_model=baseline_resolver.outputs["model"] if config.trainer.warm_start else None,
+        base_model=warm_start[0].outputs["model"] if warm_start else None,
         # The loop counts its own steps from the trainer config; TFX's
         # train_args only need to agree for its bookkeeping.
-        train_args=tfx.proto.TrainArgs(num_steps=config.trainer.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=None),
+        train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=None),
         custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
 
-    evaluator = tfx.components.Evaluator(
+    baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
+        BASELINE_RESOLVER_ID)
+
+    evaluator = EagerMetricsEvaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config))
+        eval_config=eval_config(config)).with_id("Evaluator")
 
     # TFX's Pusher, but it never re-pushes the serving model and a version appears whole.
     pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
         components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
-                    trainer, baseline_resolver, evaluator, pusher],
+                    *warm_start, trainer, baseline_resolver, evaluator, pusher],
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(
-            tfx.orchestration.metadata.sqlite_metadata_connection_config(metadata_path)
+            sqlite_metadata_connection_config(metadata_path)
             if metadata_path else None),
         beam_pipeline_args=beam_pipeline_args(config))
 
@@ -123,6 +141,8 @@ def eval_config(config: Config) -> tfma.EvalConfig:
     """Accuracy must clear an absolute bar and not regress against the last blessed model."""
     return tfma.EvalConfig(
         model_specs=[tfma.ModelSpec(
+            # Said, not probed: left open, TFMA loads each model once more just to find its type.
+            model_type=tfma_constants.TF_GENERIC,
             signature_name=SERVING_SIGNATURE,
             preprocessing_function_names=[TRANSFORM_SIGNATURE],
             label_key=features.LABEL_XF,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench import local as bench_local
 from bench import run as bench_run
 from bench import tfx_penguin
 from bench.data_generator import COLUMNS, SOURCE_CSV, generate, load_profile, write_dataset
@@ -130,3 +131,20 @@ def test_markdown_states_ratios_and_misses():
     assert "ratio 1.00x" in text and "NOT met" in text
     assert "| Transform | 10.0 | 900.0 | 10.0 | 900.0 |" in text
     assert "Not measured: not there." in text
+    assert "No-change rerun" not in text and "Before/after" not in text
+
+    rerun = {"wall_seconds": 12.0, "imports_wall_seconds": 10.0, "beyond_imports_seconds": 2.0,
+             "not_cached": [], "all_beyond_imports_seconds": [2.0, 2.5], "target_seconds": 3.0, "met": True}
+    faster = {**side, "wall_seconds": 20.0, "components": {"Transform": {**component, "seconds": 5.0}}}
+    text = bench_run.markdown({"local": {"ours": faster, "theirs": side, "ratio": 0.5, "target_ratio": 0.25,
+                                         "met": False, "rerun": rerun,
+                                         "before_after": {"checkout": "/tmp/base", "before": side,
+                                                          "all_wall_seconds": [40.0], "wall_ratio": 0.5}}})
+    assert "**2.0s beyond the imports** (target <= 3s: met); components not served from cache: none" in text
+    assert "**after/before 0.50x wall**; before/theirs was 1.00x" in text
+    assert "| Transform | 10.00 | 5.00 |" in text and "| *wall* | 40.0 | 20.0 |" in text
+
+
+def test_before_checkout_must_have_its_venv(tmp_path):
+    with pytest.raises(SystemExit, match=r"--before .*: no \.venv/bin/python there"):
+        bench_local.check_before(tmp_path)

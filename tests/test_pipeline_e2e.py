@@ -6,15 +6,20 @@ import os
 
 import pytest
 import tensorflow as tf
+import tf_keras
+from tensorflow.core.protobuf import saved_model_pb2
 
 from pipeline.local_runner import run_local
 from pipeline.runs.summary import ACCURACY, summarize
 from trainer import features
+from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 
 pytestmark = pytest.mark.e2e
 
 ALL_COMPONENTS = {"Snapshot", "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
                   "DriftGate", "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+# Functions tf_keras traces per layer when it saves a model's call traces.
+LAYER_TRACE = "layer_call_and_return_conditional_losses"
 
 
 def test_every_component_ran_and_a_blessed_model_was_pushed(pipeline_run):
@@ -61,10 +66,32 @@ def test_pushed_model_serves_raw_examples_accurately(pipeline_run):
     assert set(predicted) <= {b"Adelie", b"Chinstrap", b"Gentoo"}
 
 
+def _function_names(saved_model_dir) -> list[str]:
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString(open(os.path.join(saved_model_dir, "saved_model.pb"), "rb").read())
+    return [f.signature.name for f in proto.meta_graphs[0].graph_def.library.function]
+
+
+def test_export_holds_the_signatures_without_keras_layer_traces(pipeline_run, tmp_path):
+    """trainer/export.py keeps tf_keras from tracing every layer into the export (internal API)."""
+    _, summary, _ = pipeline_run
+    assert set(tf.saved_model.load(summary.pushed_path).signatures) == {SERVING_SIGNATURE, TRANSFORM_SIGNATURE}
+    assert not [n for n in _function_names(summary.pushed_path) if LAYER_TRACE in n]
+    # Not vacuous: a plain tf_keras export has them.
+    model = tf_keras.Sequential([tf_keras.layers.Dense(2)])
+    model.build((None, 3))
+    tf.saved_model.save(model, str(tmp_path / "plain"))
+    assert [n for n in _function_names(tmp_path / "plain") if LAYER_TRACE in n]
+
+
 def test_second_run_is_served_from_cache(pipeline_run):
     config, first, _ = pipeline_run
     second = run_local(config, stream=io.StringIO())
     states = {c.name: c.state for c in second.components}
-    for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer"):
+    # Nothing changed, so nothing runs again: the Evaluator's baseline is still the
+    # previous blessed model (none), not the cached candidate itself, and no new version is pushed.
+    for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator", "Pusher"):
         assert states[name] == "cached", states
+    assert second.pushed_path == first.pushed_path
+    assert os.listdir(config.pipeline.serving_dir) == [first.pushed_version]
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id

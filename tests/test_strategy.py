@@ -8,7 +8,7 @@ import os
 import pytest
 
 from trainer.data import BatchSizeError, per_replica_batch_size
-from trainer.strategy import StrategyError, make_strategy, tf_config_from_vertex
+from trainer.strategy import StrategyError, make_strategy, require_accelerator, tf_config_from_vertex
 
 # What Vertex AI sets on the first replica of a job with a chief pool and two workers.
 VERTEX_CLUSTER_SPEC = {
@@ -32,6 +32,30 @@ def clean_env(monkeypatch):
 def test_tpu_without_a_tpu_names_the_setting():
     with pytest.raises(StrategyError, match=r"trainer\.strategy=tpu but no TPU is attached"):
         make_strategy("tpu")
+
+
+def _has_gpu() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+@pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")
+def test_a_gpu_job_without_a_gpu_refuses_to_train_on_cpu(caplog):
+    with pytest.raises(StrategyError, match=r"require_accelerator=gpu but TensorFlow sees no GPU.*vertex\.gpu_image"):
+        make_strategy("default", required_accelerator="gpu")
+    assert "not training on CPU" in caplog.text  # logged as well as raised
+
+
+@pytest.mark.skipif(os.path.exists("/dev/accel0"), reason="this machine has a TPU")
+def test_a_tpu_job_without_a_tpu_refuses_whatever_the_strategy():
+    with pytest.raises(StrategyError, match=r"require_accelerator=tpu but no TPU is attached"):
+        make_strategy("auto", required_accelerator="tpu")
+
+
+def test_no_requirement_trains_where_it_is():
+    require_accelerator(None)
+    assert make_strategy("default").num_replicas_in_sync == 1
 
 
 @pytest.mark.parametrize("raw, problem", [

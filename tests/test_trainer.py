@@ -137,6 +137,17 @@ def test_global_batch_not_multiple_of_replicas_is_named(data, tmp_path):
     assert "trainer.global_batch_size=33" in out and "replica count (2)" in out
 
 
+def test_gpu_job_on_a_machine_without_gpu_exits_before_training(data, tmp_path):
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("this machine has a GPU")
+    job = write_job(tmp_path, data, require_accelerator="gpu")
+    out = finish(start(job), expect=EXIT_BAD_CONFIG)
+    assert "require_accelerator=gpu but TensorFlow sees no GPU" in out
+    assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "result.json").exists()
+
+
 def free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]
     for s in sockets:

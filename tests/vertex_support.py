@@ -14,14 +14,15 @@ from pipeline.config import Config, load_config  # noqa: E402
 VERTEX_YAML = "configs/vertex.yaml"
 BUCKET = "penguin-test-bucket"
 PROJECT = "test-project"
+PIPELINE_SA = f"penguin-pipeline@{PROJECT}.iam.gserviceaccount.com"
+DATAFLOW_SA = f"penguin-dataflow@{PROJECT}.iam.gserviceaccount.com"
 
 
 def vertex_config(*overrides: str) -> Config:
     """configs/vertex.yaml in a test project and bucket."""
-    sa = f"penguin-pipeline@{PROJECT}.iam.gserviceaccount.com"
     return load_config(VERTEX_YAML, [
         f"vertex.project={PROJECT}", f"pipeline.root=gs://{BUCKET}/root",
-        f"vertex.service_account={sa}", f"dataflow.service_account={sa}", *overrides])
+        f"vertex.service_account={PIPELINE_SA}", f"dataflow.service_account={DATAFLOW_SA}", *overrides])
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,3 +40,50 @@ def task_executor(spec: dict, task: str) -> dict:
     component = pipeline_spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
     executor = pipeline_spec["components"][component]["executorLabel"]
     return pipeline_spec["deploymentSpec"]["executors"][executor]["container"]
+
+
+OBJECTS = f"//storage.googleapis.com/projects/_/buckets/{BUCKET}/objects/"
+PROJECT_RESOURCE = f"//cloudresourcemanager.googleapis.com/projects/{PROJECT}"
+IMAGES = "projects/my-gcp-project/locations/us-central1/repositories/penguin"
+SUBNET = f"projects/{PROJECT}/regions/us-central1/subnetworks/penguin-dataflow"
+
+
+def _account(email: str) -> str:
+    return f"//iam.googleapis.com/projects/{email.split('@')[1].split('.')[0]}/serviceAccounts/{email}"
+
+
+def terraformed():
+    """The project infra/terraform (iam.tf, network.tf) builds, for configs/vertex.yaml in the test project,
+    as tests/fake_google_apis.py serves it to preflight."""
+    from tests.fake_google_apis import Project
+
+    training_sa = vertex_config().vertex.training_service_account
+    return Project(
+        project=PROJECT,
+        enabled_apis={"aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com",
+                      "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "dataflow.googleapis.com",
+                      "compute.googleapis.com", "tpu.googleapis.com"},
+        buckets={BUCKET: "US-CENTRAL1"},
+        # A deployer: aiplatform.user, legacyBucketReader, serviceAccountUser on the pipeline account.
+        caller={"storage.buckets.get", "aiplatform.pipelineJobs.create", "aiplatform.schedules.create",
+                "iam.serviceAccounts.actAs"},
+        accounts={PIPELINE_SA, training_sa, DATAFLOW_SA},
+        grants={
+            (PIPELINE_SA, "storage.objects.create", OBJECTS),  # objectUser on the whole bucket
+            (PIPELINE_SA, "aiplatform.customJobs.create", PROJECT_RESOURCE),
+            (PIPELINE_SA, "dataflow.jobs.create", PROJECT_RESOURCE),
+            (PIPELINE_SA, "iam.serviceAccounts.actAs", _account(training_sa)),
+            (PIPELINE_SA, "iam.serviceAccounts.actAs", _account(DATAFLOW_SA)),
+            (training_sa, "storage.objects.create", OBJECTS + "root/pipeline_root/"),  # prefix condition
+            (DATAFLOW_SA, "dataflow.workItems.lease", PROJECT_RESOURCE),
+            (DATAFLOW_SA, "storage.objects.create", OBJECTS + "root/pipeline_root/"),
+            (DATAFLOW_SA, "storage.objects.create", OBJECTS + "root/tmp/"),
+            (DATAFLOW_SA, "artifactregistry.repositories.downloadArtifacts",
+             f"//artifactregistry.googleapis.com/{IMAGES}"),
+        },
+        images={f"{IMAGES}/packages/pipeline/tags/0.1.0", f"{IMAGES}/packages/pipeline-tpu/tags/0.1.0"},
+        subnetworks={SUBNET: True},
+        tpu_types={"us-central1-a": {"v2-8", "v3-8"}, "us-central1-b": {"v5litepod-4", "v5litepod-8"},
+                   "europe-west4-a": {"v5litepod-4"}})
+
+

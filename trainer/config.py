@@ -41,6 +41,9 @@ class TrainerConfig(Section):
     strategy: Literal["auto", "tpu", "mirrored", "multi_worker", "default"] = "auto"
     # TPU name or grpc address; 'local' on a TPU VM.
     tpu: str = "local"
+    # Refuse to start unless TensorFlow sees this accelerator, rather than
+    # train on CPU (on Vertex the worker-pool preset sets it).
+    require_accelerator: Optional[Literal["tpu", "gpu"]] = None
     precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = "auto"
     train_steps: int = Field(400, ge=1)
     global_batch_size: int = Field(32, ge=1)

@@ -23,14 +23,15 @@ def split_label(batch: dict) -> tuple[dict, tf.Tensor]:
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
                       *, training: bool, seed: int = 0, micro_batches: int = 1,
-                      drop_remainder: bool = True, max_batches: int = 0) -> DatasetFn:
+                      max_batches: int = 0) -> DatasetFn:
     """A dataset_fn for `strategy.distribute_datasets_from_function`.
 
     Each input pipeline reads its shard and yields per-replica micro-batches.
     Training data repeats forever in a seeded, reproducible order, so a resumed
     run that skips the batches already consumed sees exactly what it would have.
-    Evaluation data is read once, in file order; `max_batches` > 0 caps the
-    batches each input pipeline yields (a quick eval).
+    Evaluation data is read once, in file order, as (features, labels, weights)
+    batches padded to the static shape TPUs need (see _padded_eval_batches);
+    `max_batches` > 0 caps the batches each input pipeline yields (a quick eval).
     """
     files = sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
                    else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
@@ -44,11 +45,8 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
         if training:
             ds = _shuffled_epochs(records, feature_spec, per_replica, seed)
         else:
-            ds = records.batch(per_replica, drop_remainder=drop_remainder)
-            if max_batches:
-                ds = ds.take(max_batches)
-            ds = ds.map(lambda x: split_label(tf.io.parse_example(x, feature_spec)),
-                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            ds = _padded_eval_batches(records, feature_spec, per_replica,
+                                      ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches)
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
@@ -64,6 +62,47 @@ def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data
     if ctx.num_input_pipelines > 1 and not by_file:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
     return ds
+
+
+def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, batch_size: int, replicas: int,
+                         max_batches: int) -> tf.data.Dataset:
+    """Every eval row exactly once, in batches of the static size TPUs need.
+
+    Dropping the last partial batch (86 eval rows at 64 per replica lose 22)
+    would bias every evaluation; instead each row carries a weight, the last
+    batch is padded to `batch_size` with weight-0 rows, and all-padding
+    batches follow until each of this pipeline's `replicas` gets a batch in the
+    last step. The eval metrics weight by it, so they equal the metrics over
+    exactly the real rows.
+    """
+    def weighted(serialized):
+        features, labels = split_label(tf.io.parse_example(serialized, feature_spec))
+        real = tf.shape(labels)[0]
+        weights = tf.ones([real], tf.float32)
+
+        def pad(t):
+            padded = tf.pad(t, [[0, batch_size - real]] + [[0, 0]] * (t.shape.rank - 1))
+            return tf.ensure_shape(padded, [batch_size, *t.shape[1:]])
+
+        return tf.nest.map_structure(pad, (features, labels, weights))
+
+    ds = records.batch(batch_size)
+    if max_batches:
+        ds = ds.take(max_batches)
+    ds = ds.map(weighted, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if replicas == 1:
+        return ds
+    empty = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), ds.element_spec)
+    fillers = tf.data.Dataset.from_tensors((empty, True)).repeat(replicas - 1)
+
+    def keep(count, element):
+        batch, filler = element
+        kept = tf.logical_or(tf.logical_not(filler), count % replicas != 0)
+        return count + tf.cast(kept, tf.int64), (batch, kept)
+
+    return (ds.map(lambda *batch: (batch, False)).concatenate(fillers)
+            .scan(tf.constant(0, tf.int64), keep)
+            .filter(lambda batch, kept: kept).map(lambda batch, kept: batch))
 
 
 def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, batch_size: int, seed: int) -> tf.data.Dataset:

@@ -54,16 +54,15 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
     With `export_dir` None nothing is exported. `init_model` (e.g. a warm start)
     gets the freshly built model before training; a resumed checkpoint still wins.
     """
-    strategy = make_strategy(cfg.strategy, cfg.tpu)
+    strategy = make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
     data = read_data()
     train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, training=True,
                                  seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
     eval_fn = None
     if data.eval_files is not None:
-        # TPUs need static shapes: drop the last partial eval batch there.
+        # Padded, weighted batches: static shapes on every strategy, and every row counted.
         eval_fn = record_dataset_fn(data.eval_files, data.feature_spec, cfg.global_batch_size, training=False,
-                                    max_batches=cfg.eval_batches,
-                                    drop_remainder=isinstance(strategy, tf.distribute.TPUStrategy))
+                                    max_batches=cfg.eval_batches)
 
     def model_fn():
         model = build_model(data.vocab_sizes, data.num_classes, cfg.hidden_units, cfg.l2)

@@ -58,6 +58,19 @@ def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, j
 TrainSteps = Callable[[object, tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor, tf.Tensor]]
 
 
+# Called from the autograph-converted host loops below: unwrapped, autograph
+# would also transpile tf_keras's metric code (about a second per trace).
+@tf.autograph.experimental.do_not_convert
+def _reset(*metrics) -> None:
+    for metric in metrics:
+        metric.reset_state()
+
+
+@tf.autograph.experimental.do_not_convert
+def _results(*metrics) -> tuple:
+    return tuple(metric.result() for metric in metrics)
+
+
 def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: TrainerConfig) -> TrainSteps:
     """The host call `train_steps(iterator, num_steps, stop_requested)`: `num_steps`
     optimizer steps; returns their mean loss and accuracy, and whether any worker
@@ -83,8 +96,7 @@ def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: T
 
     @tf.function
     def train_steps(iterator, num_steps, stop_requested):
-        train_loss.reset_state()
-        train_acc.reset_state()
+        _reset(train_loss, train_acc)
         for _ in tf.range(num_steps):
             micro_batches = tuple(next(iterator) for _ in range(k))
             strategy.run(replica_step, args=(micro_batches,))
@@ -92,7 +104,7 @@ def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: T
             # SIGTERM may reach one worker only, or between calls: all must stop
             # after the same call or the others hang in their next collective.
             stop_requested = strategy.reduce("SUM", strategy.run(lambda: stop_requested), axis=None)
-        return train_loss.result(), train_acc.result(), stop_requested > 0
+        return (*_results(train_loss, train_acc), stop_requested > 0)
 
     return train_steps
 
@@ -104,17 +116,17 @@ def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
 
     @tf.autograph.experimental.do_not_convert
     def eval_replica(batch):
-        features, labels = batch
+        # Padding rows (trainer/data.py) weigh 0: the metrics cover exactly the real rows.
+        features, labels, weights = batch
         logits = model(features, training=False)
-        eval_loss.update_state(per_example_loss(labels, logits))
-        eval_acc.update_state(labels, logits)
+        eval_loss.update_state(per_example_loss(labels, logits), sample_weight=weights)
+        eval_acc.update_state(labels, logits, sample_weight=weights)
 
     @tf.function
     def evaluate():
-        eval_loss.reset_state()
-        eval_acc.reset_state()
+        _reset(eval_loss, eval_acc)
         for batch in eval_data:
             strategy.run(eval_replica, args=(batch,))
-        return eval_loss.result(), eval_acc.result()
+        return _results(eval_loss, eval_acc)
 
     return evaluate

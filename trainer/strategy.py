@@ -84,8 +84,31 @@ def _make_tpu(tpu: str) -> tf.distribute.TPUStrategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
-def make_strategy(kind: str, tpu: str = "local") -> tf.distribute.Strategy:
-    """`kind` is trainer.strategy: auto | tpu | mirrored | multi_worker | default."""
+def require_accelerator(required: str | None) -> None:
+    """Fail fast, before any training, when the accelerator the job was configured
+    for is absent: a GPU job in an image without CUDA would otherwise train on CPU."""
+    if required == "gpu":
+        if not tf.config.list_physical_devices("GPU"):
+            _refuse("trainer.require_accelerator=gpu but TensorFlow sees no GPU: the machine has none or the "
+                    "image lacks TensorFlow's CUDA libraries (the gpu preset needs vertex.gpu_image, built "
+                    "from infra/docker/Dockerfile.gpu); not training on CPU")
+    elif required == "tpu":
+        if not _tpu_attached():
+            _refuse("trainer.require_accelerator=tpu but no TPU is attached to this machine "
+                    "(no /dev/accel*, TPU_NAME or TPU_ACCELERATOR_TYPE); not training on CPU")
+    elif required is not None:
+        raise StrategyError(f"trainer.require_accelerator={required!r}: expected tpu, gpu or empty")
+
+
+def _refuse(message: str) -> None:
+    log.error(message)
+    raise StrategyError(message)
+
+
+def make_strategy(kind: str, tpu: str = "local", required_accelerator: str | None = None) -> tf.distribute.Strategy:
+    """`kind` is trainer.strategy: auto | tpu | mirrored | multi_worker | default;
+    `required_accelerator` is trainer.require_accelerator."""
+    require_accelerator(required_accelerator)
     if kind == "auto":
         cluster = (_tf_config() or {}).get("cluster", {})
         if _tpu_attached():

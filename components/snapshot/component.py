@@ -12,7 +12,9 @@ manifest and its MLMD properties hold exactly the chosen spans (spans.py).
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
 (names, sizes, mtimes or GCS generations) to the execution properties, the
-same way ExampleGen's own driver keys its cache.
+same way ExampleGen's own driver keys its cache. Vertex runs no custom
+drivers: there the compiled spec turns caching off for this task instead
+(pipeline/vertex/cache_rule.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 # Everything the pipeline needs in an empty project: APIs, one bucket for
-# pipeline root, data and models, a Docker repository, and one service
-# account per job with only the roles that job uses (docs/vertex.md).
+# pipeline root, data and models, a Docker repository (here), the Dataflow
+# network (network.tf), and one service account per job with only the roles
+# that job uses (iam.tf). See docs/vertex.md.
 
 locals {
   bucket_name = "${var.project_id}-${var.name}-pipeline"
@@ -43,6 +44,7 @@ resource "google_storage_bucket" "access_logs" {
       type = "Delete"
     }
   }
+  depends_on = [google_project_service.apis]
   #checkov:skip=CKV_GCP_62:This is the access-log sink itself; logging it into itself would loop.
 }
 
@@ -76,135 +78,26 @@ resource "google_artifact_registry_repository" "images" {
   location      = var.region
   repository_id = var.name
   format        = "DOCKER"
-  description   = "Pipeline and TPU trainer images built by infra/cloudbuild.yaml."
+  description   = "Pipeline, TPU and GPU trainer images built by infra/cloudbuild.yaml."
   #checkov:skip=CKV_GCP_84:The images hold only open-source packages and this repo's code, no data or secrets; Google-managed encryption suffices. Set kms_key_name here if your org requires CMEK.
   docker_config {
-    # Tags are versions: a pushed tag never moves, so a compiled spec stays reproducible.
+    # Tags are versions: a pushed tag never moves, so a compiled spec stays
+    # reproducible. infra/cloudbuild.yaml tags by commit, so each tag is pushed once.
     immutable_tags = true
   }
   depends_on = [google_project_service.apis]
 }
 
-# --- Service accounts --------------------------------------------------------
-
-resource "google_service_account" "pipeline" {
-  account_id   = "${var.name}-pipeline"
-  display_name = "Runs Vertex AI pipeline steps and their Dataflow jobs"
-}
-
-resource "google_service_account" "training" {
-  account_id   = "${var.name}-training"
-  display_name = "Runs the Trainer's Vertex AI CustomJob (TPU)"
-}
-
-resource "google_service_account" "serving" {
-  account_id   = "${var.name}-serving"
-  display_name = "Reads pushed models for TF Serving"
-}
-
-# roles/dataflow.developer would also let the account act through other
-# service accounts; launching and watching jobs needs only these.
-resource "google_project_iam_custom_role" "dataflow_launcher" {
-  role_id     = "${replace(var.name, "-", "_")}_dataflow_launcher"
-  title       = "Dataflow job launcher (${var.name} pipeline)"
-  description = "Create, watch and cancel Dataflow jobs; nothing else."
-  permissions = [
-    "dataflow.jobs.cancel",
-    "dataflow.jobs.create",
-    "dataflow.jobs.get",
-    "dataflow.jobs.list",
-    "dataflow.jobs.updateContents",
-    "dataflow.messages.list",
-    "dataflow.metrics.get",
-  ]
-}
-
-# Project-level roles: only what each job's API calls need.
+# Object prefixes in the pipeline bucket as the pipeline lays them out with
+# pipeline.root = gs://<bucket> (output `bucket`); iam.tf limits writes to them.
+# tests/test_cloudbuild.py checks them against a compiled spec.
 locals {
-  project_roles = {
-    # Creates the Trainer's CustomJob and reads its state; runs Dataflow workers.
-    pipeline_aiplatform = { sa = google_service_account.pipeline.email, role = "roles/aiplatform.user" }
-    pipeline_dataflow   = { sa = google_service_account.pipeline.email, role = google_project_iam_custom_role.dataflow_launcher.id }
-    pipeline_worker     = { sa = google_service_account.pipeline.email, role = "roles/dataflow.worker" }
-    pipeline_logs       = { sa = google_service_account.pipeline.email, role = "roles/logging.logWriter" }
-    training_logs       = { sa = google_service_account.training.email, role = "roles/logging.logWriter" }
-    serving_logs        = { sa = google_service_account.serving.email, role = "roles/logging.logWriter" }
+  prefixes = {
+    pipeline_root = "pipeline_root/" # every step's outputs (PipelineSection.pipeline_root)
+    dataflow_tmp  = "tmp/"           # Dataflow temp_location and staging_location
+    specs         = "specs/"         # compiled specs uploaded by infra/cloudbuild.yaml
+    build_source  = "source/"        # sources staged by `gcloud builds submit --gcs-source-staging-dir`
   }
-}
-
-resource "google_project_iam_member" "roles" {
-  for_each = local.project_roles
-  project  = var.project_id
-  role     = each.value.role
-  member   = "serviceAccount:${each.value.sa}"
-}
-
-# Bucket-level roles instead of project-wide storage roles.
-resource "google_storage_bucket_iam_member" "pipeline_objects" {
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.pipeline.email}"
-}
-
-# Beam checks that temp_location's bucket exists, and the submitter's client
-# reads the bucket before creating a run: both need storage.buckets.get.
-resource "google_storage_bucket_iam_member" "bucket_readers" {
-  for_each = toset(concat(["serviceAccount:${google_service_account.pipeline.email}"], var.deployers))
-  bucket   = google_storage_bucket.pipeline.name
-  role     = "roles/storage.legacyBucketReader"
-  member   = each.value
-}
-
-resource "google_storage_bucket_iam_member" "training_objects" {
-  # Reads transformed examples, writes checkpoints and the model under the pipeline root.
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.training.email}"
-}
-
-resource "google_storage_bucket_iam_member" "serving_objects" {
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.serving.email}"
-}
-
-resource "google_artifact_registry_repository_iam_member" "readers" {
-  for_each = {
-    pipeline = google_service_account.pipeline.email
-    training = google_service_account.training.email
-    serving  = google_service_account.serving.email
-  }
-  location   = google_artifact_registry_repository.images.location
-  repository = google_artifact_registry_repository.images.name
-  role       = "roles/artifactregistry.reader"
-  member     = "serviceAccount:${each.value}"
-}
-
-# The pipeline starts the Trainer's CustomJob as the training account and
-# Dataflow workers as itself: both need actAs on exactly those accounts.
-resource "google_service_account_iam_member" "pipeline_acts_as_training" {
-  service_account_id = google_service_account.training.name
-  role               = "roles/iam.serviceAccountUser"
-  member             = "serviceAccount:${google_service_account.pipeline.email}"
-}
-
-resource "google_service_account_iam_member" "pipeline_acts_as_itself" {
-  service_account_id = google_service_account.pipeline.name
-  role               = "roles/iam.serviceAccountUser"
-  member             = "serviceAccount:${google_service_account.pipeline.email}"
-}
-
-# People (or CI) who submit and schedule runs as the pipeline account.
-resource "google_service_account_iam_member" "deployers_act_as_pipeline" {
-  for_each           = toset(var.deployers)
-  service_account_id = google_service_account.pipeline.name
-  role               = "roles/iam.serviceAccountUser"
-  member             = each.value
-}
-
-resource "google_project_iam_member" "deployers_submit" {
-  for_each = toset(var.deployers)
-  project  = var.project_id
-  role     = "roles/aiplatform.user"
-  member   = each.value
+  # IAM conditions see an object as projects/_/buckets/BUCKET/objects/NAME.
+  objects = "projects/_/buckets/${local.bucket_name}/objects/"
 }

@@ -4,7 +4,7 @@ output "bucket" {
 }
 
 output "image_repository" {
-  description = "Prefix for vertex.pipeline_image and vertex.trainer_image"
+  description = "Prefix for vertex.pipeline_image, vertex.trainer_image and the GPU image"
   value       = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
 }
 
@@ -18,4 +18,19 @@ output "training_service_account" {
 
 output "serving_service_account" {
   value = google_service_account.serving.email
+}
+
+output "dataflow_service_account" {
+  description = "dataflow.service_account in configs/vertex.yaml"
+  value       = google_service_account.dataflow.email
+}
+
+output "build_service_account" {
+  description = "gcloud builds submit --service-account=projects/PROJECT/serviceAccounts/<this>"
+  value       = google_service_account.build.email
+}
+
+output "dataflow_subnetwork" {
+  description = "dataflow.subnetwork in configs/vertex.yaml"
+  value       = google_compute_subnetwork.dataflow.self_link
 }

@@ -34,3 +34,13 @@ variable "noncurrent_version_retention_days" {
   type        = number
   default     = 30
 }
+
+variable "dataflow_subnet_cidr" {
+  description = "Private IP range of the Dataflow workers' subnetwork (one address per worker VM)."
+  type        = string
+  default     = "10.128.64.0/20"
+  validation {
+    condition     = can(cidrnetmask(var.dataflow_subnet_cidr))
+    error_message = "dataflow_subnet_cidr must be an IPv4 CIDR range such as 10.128.64.0/20."
+  }
+}

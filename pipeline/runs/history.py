@@ -67,7 +67,9 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
     return Row(run_id=summary.run_id,
                spans=str(snapshot.properties.get("spans", "")) or "(flat)" if snapshot else "-",
                rows=summary.snapshot_rows, drift=_drift(summary, accepted), accuracy=summary.metrics.get(ACCURACY),
-               blessed=summary.blessed, pushed_version=summary.pushed_version,
+               blessed=summary.blessed,
+               # A rerun whose Pusher came from cache pushed nothing itself.
+               pushed_version=None if summary.unchanged_version else summary.pushed_version,
                unchanged_version=summary.unchanged_version, stopped_by=failed,
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version))

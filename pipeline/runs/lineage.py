@@ -24,10 +24,17 @@ from pipeline.runs.mlmd import Artifact, Execution
 
 # Key in the Trainer's custom_config recording the code that trained the model.
 CODE_VERSION_KEY = "code_version"
+# The images have no git: infra/docker/Dockerfile* set this from the build arg
+# CODE_VERSION (Cloud Build passes the commit), and compiling inside an image
+# reads it here.
+CODE_VERSION_ENV = "PIPELINE_CODE_VERSION"
 
 
 def code_version() -> str:
-    """The git commit of this checkout ('-dirty' with uncommitted changes), or 'unknown' outside git."""
+    """$PIPELINE_CODE_VERSION when set (inside an image), else the git commit of
+    this checkout ('-dirty' with uncommitted changes), or 'unknown' outside git."""
+    if os.environ.get(CODE_VERSION_ENV, "").strip():
+        return os.environ[CODE_VERSION_ENV].strip()
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()

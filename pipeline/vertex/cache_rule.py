@@ -23,15 +23,40 @@ What is *behind* a URI or a path never enters the key: a task that reads a
 mutable source through a fixed parameter is a cache hit forever once caching
 is on. That is why such tasks must be compiled with caching off, and why
 `aiplatform.PipelineJob(enable_caching=True|False)`, which overwrites every
-task's option (google/cloud/aiplatform/pipeline_jobs.py), must not be used by
-submit or schedule.
+task's option (google/cloud/aiplatform/pipeline_jobs.py, `_set_enable_caching_value`),
+is not used by submit or schedule unless the user asks for it.
+
+The rule (`never_cached`, applied by pipeline/vertex/compile.py to every task
+of the compiled spec):
+- Snapshot reads data.input_dir and ImportSchemaGen reads data.schema_file:
+  both are fixed parameters in front of data that changes, so they run every
+  time. Vertex does not run TFX's custom drivers (TFX 1.16's KubeflowV2
+  compiler attaches a pre-cache-check driver only to file-based ExampleGen,
+  tfx/orchestration/kubeflow/v2/step_builder.py), so the Snapshot driver that
+  keys the local cache by a source fingerprint does nothing there.
+- Resolver (and importer) tasks query ML Metadata at run time. TFX compiles
+  them without cachingOptions (off); KFP's open-source backend does not
+  implement resolvers at all (backend/src/v2/compiler/argocompiler/argo.go:
+  "resolver not implemented yet") and Vertex does not document how it caches
+  them. Were the container rule applied, the blessing resolver (no inputs, no
+  container) would have one constant key: a hit forever, always returning the
+  first blessed model. So they stay off.
+- Everything else is cached when pipeline.enable_cache is true.
+
+What that reuses: Snapshot executes every run, so its output *artifacts* are
+new each time and every reader of them misses. CsvExampleGen reads none: its
+only input is the *parameter* input_base = <snapshots_root>/<digest>/data,
+content-addressed, plus the file fingerprint its pre-cache-check driver adds.
+With the data unchanged it is a hit, and so is StatisticsGen, which reads
+only its examples. ImportSchemaGen's new Schema artifact makes
+ExampleValidator, Transform, the Trainer and the Evaluator rerun every time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 
 def cache_key(*, input_artifact_names: Mapping[str, Sequence[str]], input_parameter_values: Mapping[str, Any],
@@ -75,3 +100,52 @@ def caching_enabled(task: Mapping[str, Any], run_enable_caching: bool | None = N
     if run_enable_caching is not None:
         return run_enable_caching
     return bool(task.get("cachingOptions", {}).get("enableCache", False))
+
+
+def _mutable_readers() -> dict[str, str]:
+    """Executor class path (as in the spec's --executor_class_path) -> what it reads behind a fixed parameter."""
+    from tfx.utils import name_utils
+    from tfx.v1.components import ImportSchemaGen
+
+    from components.snapshot.component import Snapshot
+
+    return {
+        name_utils.get_full_name(Snapshot.EXECUTOR_SPEC.executor_class):
+            "reads data.input_dir, which changes behind the same URI",
+        name_utils.get_full_name(ImportSchemaGen.EXECUTOR_SPEC.executor_class):
+            "reads data.schema_file, which can be replaced in place",
+    }
+
+
+def task_executor(pipeline_spec: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
+    """The deploymentSpec executor of a task (container, resolver or importer)."""
+    component = pipeline_spec["components"][task["componentRef"]["name"]]
+    return pipeline_spec["deploymentSpec"]["executors"][component["executorLabel"]]
+
+
+def never_cached(pipeline_spec: Mapping[str, Any], task: Mapping[str, Any]) -> Optional[str]:
+    """Why this task must never be a cache hit, or None if its cache key covers everything it reads."""
+    executor = task_executor(pipeline_spec, task)
+    if "resolver" in executor or "importer" in executor:
+        return "queries ML Metadata at run time (the latest blessed model)"
+    args = executor.get("container", {}).get("args", [])
+    if "--executor_class_path" in args:
+        return _mutable_readers().get(args[args.index("--executor_class_path") + 1])
+    return None
+
+
+def dag_tasks(pipeline_spec: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, task) for every task in the root DAG and in sub-DAGs, as aiplatform walks them."""
+    for component in [pipeline_spec["root"], *pipeline_spec["components"].values()]:
+        yield from component.get("dag", {}).get("tasks", {}).items()
+
+
+def apply(pipeline_spec: dict[str, Any], enable_cache: bool) -> dict[str, str]:
+    """Set every task's cachingOptions by the rule, in place; returns the never-cached tasks and why."""
+    never: dict[str, str] = {}
+    for name, task in dag_tasks(pipeline_spec):
+        reason = never_cached(pipeline_spec, task)
+        if reason:
+            never[name] = reason
+        task["cachingOptions"] = {"enableCache": enable_cache and reason is None}
+    return never

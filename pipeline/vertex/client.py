@@ -25,20 +25,27 @@ def init_client(config: Config, api_endpoint: Optional[str] = None):
         raise ConfigError("this command needs a vertex section in the config (see configs/vertex.yaml)")
     from google.cloud import aiplatform
 
-    credentials = None
-    if api_endpoint:
-        url = urlparse(api_endpoint if "://" in api_endpoint else f"https://{api_endpoint}")
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ConfigError(f"--api-endpoint {api_endpoint!r}: expected host[:port] or http(s)://host[:port]")
-        if url.scheme == "http":
-            if url.hostname not in _LOCAL_HOSTS:
-                raise ConfigError(f"--api-endpoint {api_endpoint!r}: plain http is only allowed to a local emulator")
-            from google.auth.credentials import AnonymousCredentials
-
-            credentials = AnonymousCredentials()
-    aiplatform.init(project=config.vertex.project, location=config.vertex.region, credentials=credentials,
+    aiplatform.init(project=config.vertex.project, location=config.vertex.region,
+                    credentials=endpoint_credentials(api_endpoint, "--api-endpoint"),
                     api_endpoint=api_endpoint, api_transport="rest")
     return aiplatform
+
+
+def endpoint_credentials(endpoint: Optional[str], flag: str):
+    """Anonymous credentials for a plain-http local emulator, None (ADC) otherwise;
+    plain http anywhere else is refused, so no token travels unencrypted."""
+    if not endpoint:
+        return None
+    url = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(f"{flag} {endpoint!r}: expected host[:port] or http(s)://host[:port]")
+    if url.scheme == "https":
+        return None
+    if url.hostname not in _LOCAL_HOSTS:
+        raise ConfigError(f"{flag} {endpoint!r}: plain http is only allowed to a local emulator")
+    from google.auth.credentials import AnonymousCredentials
+
+    return AnonymousCredentials()
 
 
 def describe_api_error(e: Exception, action: str, config: Config, needs: Optional[str] = None) -> str:
@@ -89,7 +96,12 @@ def check_bucket(config: Config) -> None:
 
 
 def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None):
-    """The PipelineJob for a compiled template, with everything from config."""
+    """The PipelineJob for a compiled template, with everything from config.
+
+    `enable_caching` None keeps each task's compiled caching option (the rule
+    in cache_rule.py); True or False makes aiplatform overwrite every task's,
+    Snapshot's and the resolvers' included.
+    """
     from google.cloud import aiplatform
 
     try:
@@ -97,8 +109,18 @@ def build_job(config: Config, template: str, enable_caching: Optional[bool] = No
             display_name=config.pipeline.name, template_path=str(template), job_id=job_id,
             pipeline_root=config.pipeline.pipeline_root,
             parameter_values=dict(config.vertex.parameter_values) or None,
-            enable_caching=config.pipeline.enable_cache if enable_caching is None else enable_caching,
+            enable_caching=enable_caching,
             labels=dict(config.vertex.labels) or None)
     except ValueError as e:
         # e.g. a parameter value whose name the compiled pipeline does not declare.
         raise ConfigError(f"vertex.parameter_values / labels rejected: {e}") from None
+
+
+def cache_override_note(enable_caching: Optional[bool]) -> Optional[str]:
+    """What --cache / --no-cache do to the run, for stderr; None without an override."""
+    if enable_caching is None:
+        return None
+    if enable_caching:
+        return ("note: --cache turns caching on for every task, Snapshot, ImportSchemaGen and the model "
+                "resolvers included: the run may reuse an old data snapshot, schema and baseline model")
+    return "note: --no-cache turns caching off for every task: everything reruns"

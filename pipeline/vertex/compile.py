@@ -4,6 +4,10 @@ KubeflowV2DagRunner only serialises the DAG: components name their functions
 by import path (the code is in the image), so nothing is uploaded and no
 cloud API is called. It supports the LatestBlessedModelStrategy resolver we
 use; InfraValidator and other resolver strategies would fail here.
+
+TFX gives every task the same caching option; the spec written here has each
+task's option set by pipeline/vertex/cache_rule.py instead (tasks that read
+mutable state never cached), and submit and schedule send it unchanged.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
+from pipeline.vertex import cache_rule
 
 DEFAULT_OUTPUT = "output/vertex/pipeline.json"
 
@@ -35,12 +40,21 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
             default_image=config.vertex.pipeline_image),
         output_dir=str(out.parent), output_filename=out.name)
     runner.run(create_pipeline(config), write_out=True)
+    job = json.loads(out.read_text())
+    cache_rule.apply(job["pipelineSpec"], config.pipeline.enable_cache)
+    out.write_text(json.dumps(job, sort_keys=True))
     return out
 
 
 def cmd_compile(config: Config, args) -> int:
     out = compile_pipeline(config, args.output)
     spec = json.loads(out.read_text())
-    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    tasks = dict(cache_rule.dag_tasks(spec["pipelineSpec"]))
     print(f"wrote {out} ({len(tasks)} tasks, image {config.vertex.pipeline_image})")
+    cached = sorted(name for name, task in tasks.items() if cache_rule.caching_enabled(task))
+    print(f"cache: looked up when the inputs repeat: {', '.join(cached) or 'none (pipeline.enable_cache is false)'}")
+    for name, task in sorted(tasks.items()):
+        reason = cache_rule.never_cached(spec["pipelineSpec"], task)
+        if reason:
+            print(f"cache: runs every time: {name} ({reason})")
     return EXIT_OK

@@ -9,21 +9,12 @@ embeds these sections as `vertex` and `dataflow`.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from pipeline.vertex.presets import PRESETS, Preset, PresetName
 from trainer.config import Section
-
-# Vertex AI worker-pool machines for the Trainer. TPU v5e is a TPU VM
-# (topology, no accelerator fields); v2/v3 use the legacy "cloud-tpu" machine.
-WORKER_POOL_PRESETS: dict[str, dict[str, Any]] = {
-    "tpu_v5e": {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"},
-    "tpu_v3": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8},
-    "tpu_v2": {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
-    "gpu": {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
-    "cpu": {"machine_type": "n1-standard-8"},
-}
 
 _PROJECT_RE = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION_RE = re.compile(r"^[a-z]+-[a-z]+[0-9]$")
@@ -36,8 +27,8 @@ _LABEL_VALUE_RE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _MACHINE_RE = re.compile(r"^[a-z0-9-]{1,64}$")
 _ACCELERATOR_RE = re.compile(r"^[A-Z0-9_]{1,64}$")
 _TOPOLOGY_RE = re.compile(r"^[0-9]+x[0-9]+(x[0-9]+)?$")
-_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/[a-z0-9-]+/)?"
-                        r"regions/[a-z0-9-]+/subnetworks/[a-z0-9-]+$")
+_SUBNET_RE = re.compile(r"^(https://www\.googleapis\.com/compute/v1/projects/(?P<project>[a-z0-9-]+)/)?"
+                        r"regions/(?P<region>[a-z0-9-]+)/subnetworks/(?P<name>[a-z0-9-]+)$")
 
 
 def _check(regex: re.Pattern, value: str, what: str) -> str:
@@ -62,8 +53,8 @@ Subnetwork = _matching(_SUBNET_RE, "subnetwork (regions/REGION/subnetworks/NAME)
 
 
 class WorkerPoolSection(Section):
-    """The Trainer's Vertex AI CustomJob machines: a preset, optionally adjusted."""
-    preset: Literal["tpu_v5e", "tpu_v3", "tpu_v2", "gpu", "cpu"] = "tpu_v5e"
+    """The Trainer's Vertex AI CustomJob machines: a preset (pipeline/vertex/presets.py), optionally adjusted."""
+    preset: PresetName = "tpu_v5e"
     machine_type: Optional[MachineType] = None
     accelerator_type: Optional[AcceleratorType] = None
     accelerator_count: Optional[int] = Field(None, ge=1, le=64)
@@ -71,26 +62,49 @@ class WorkerPoolSection(Section):
     # Extra workers (workerpool1) for MultiWorkerMirroredStrategy; TF on
     # Vertex TPUs is single-host, so TPU presets take none.
     extra_workers: int = Field(0, ge=0, le=64)
-    # Empty: vertex.trainer_image (the TPU variant) for TPU presets, else vertex.pipeline_image.
+    # Empty: the image the preset names (vertex.trainer_image, gpu_image or pipeline_image).
     image: Optional[Image] = None
 
     @model_validator(mode="after")
-    def _tpu_single_host(self) -> "WorkerPoolSection":
+    def _fits_the_preset(self) -> "WorkerPoolSection":
         if self.is_tpu and self.extra_workers:
             raise ValueError(f"preset {self.preset} runs on one TPU host; extra_workers must be 0")
+        # An override may resize the preset's machine, not turn it into another
+        # kind: the image, runtime environment and accelerator check follow the preset.
+        base = self.spec.machine_spec
+        for key in ("accelerator_type", "accelerator_count", "tpu_topology"):
+            if getattr(self, key) is not None and key not in base:
+                raise ValueError(f"preset {self.preset} takes no {key} (its machine: {dict(base)}); "
+                                 "pick the preset of the machine you want")
+        prefix = self.spec.accelerator_prefix
+        if self.accelerator_type is not None and prefix and not self.accelerator_type.startswith(prefix):
+            raise ValueError(f"accelerator_type {self.accelerator_type} does not fit preset {self.preset} "
+                             f"(expects {prefix}...)")
         return self
 
     @property
+    def spec(self) -> Preset:
+        return PRESETS[self.preset]
+
+    @property
     def is_tpu(self) -> bool:
-        return self.preset.startswith("tpu_")
+        return self.spec.accelerator == "tpu"
 
     @property
     def machine_spec(self) -> dict[str, Any]:
-        spec = dict(WORKER_POOL_PRESETS[self.preset])
+        spec = dict(self.spec.machine_spec)
         for key in ("machine_type", "accelerator_type", "accelerator_count", "tpu_topology"):
             if getattr(self, key) is not None:
                 spec[key] = getattr(self, key)
         return spec
+
+
+# Why a preset's image must be given, not replaced by the pipeline image.
+_IMAGE_NEEDED = {
+    "trainer_image": "the TPU image (infra/docker/Dockerfile.tpu): the pipeline image has no libtpu",
+    "gpu_image": "the CUDA image (infra/docker/Dockerfile.gpu): the pipeline image has no CUDA libraries, "
+                 "so TensorFlow would find no GPU and train on CPU",
+}
 
 
 class VertexSection(Section):
@@ -101,6 +115,8 @@ class VertexSection(Section):
     # The pipeline image (TFX 1.16 + this project) and its TPU variant for the Trainer.
     pipeline_image: Image
     trainer_image: Optional[Image] = None
+    # The CUDA variant for the gpu preset.
+    gpu_image: Optional[Image] = None
     # Runs the pipeline's steps; the Trainer's CustomJob runs as training_service_account.
     service_account: ServiceAccount
     training_service_account: Optional[ServiceAccount] = None
@@ -117,12 +133,18 @@ class VertexSection(Section):
             _check(_LABEL_VALUE_RE, value, f"value for label {key!r} ([a-z0-9_-], max 63)")
         return v
 
+    @model_validator(mode="after")
+    def _preset_image(self) -> "VertexSection":
+        pool = self.worker_pool
+        if not pool.image and getattr(self, pool.spec.image) is None:
+            raise ValueError(f"worker_pool.preset {pool.preset} runs vertex.{pool.spec.image}, which is not set; "
+                             f"it must be {_IMAGE_NEEDED[pool.spec.image]}")
+        return self
+
     @property
     def trainer_container_image(self) -> str:
         pool = self.worker_pool
-        if pool.image:
-            return pool.image
-        return (self.trainer_image or self.pipeline_image) if pool.is_tpu else self.pipeline_image
+        return pool.image or getattr(self, pool.spec.image)
 
 
 class DataflowSection(Section):
@@ -131,8 +153,38 @@ class DataflowSection(Section):
     machine_type: MachineType = "n1-standard-4"
     max_num_workers: int = Field(10, ge=1, le=1000)
     disk_size_gb: int = Field(50, ge=10, le=65536)
-    # Empty: vertex.service_account.
+    # The workers' own account (infra/terraform output dataflow_service_account:
+    # roles/dataflow.worker, bucket and registry access); the pipeline's
+    # account launches the jobs and acts as this one.
     service_account: Optional[ServiceAccount] = None
-    # Full subnetwork URL or regions/REGION/subnetworks/NAME; empty: the default network.
+    # Full subnetwork URL or regions/REGION/subnetworks/NAME (infra/terraform
+    # output dataflow_subnetwork), in vertex.region.
     subnetwork: Optional[Subnetwork] = None
     use_public_ips: bool = False
+
+    def check_workers(self, region: str) -> None:
+        """Settings with which every Dataflow job would fail; run by Config once it knows vertex is set."""
+        if not self.enabled:
+            return
+        if self.service_account is None:
+            raise ValueError("dataflow.service_account is required: the account the Dataflow workers run as, "
+                             "with roles/dataflow.worker (infra/terraform output dataflow_service_account)")
+        if not self.use_public_ips and self.subnetwork is None:
+            raise ValueError(
+                "dataflow.use_public_ips is false but no dataflow.subnetwork is set: workers without public IPs "
+                "reach Cloud Storage, Artifact Registry and Google APIs only through Private Google Access, which the "
+                "default network's subnets have off, so every Dataflow step would fail (Dataflow docs, "
+                "'Configure internet access and firewall rules'); set dataflow.subnetwork to a subnetwork with "
+                "Private Google Access and a firewall rule for TCP 12345-12346 between workers "
+                "(infra/terraform output dataflow_subnetwork), or use_public_ips: true")
+        subnet = self.subnetwork_parts("")
+        if subnet and subnet[1] != region:
+            raise ValueError(f"dataflow.subnetwork {self.subnetwork!r} is not in vertex.region {region!r}, "
+                             "where the Dataflow jobs run")
+
+    def subnetwork_parts(self, default_project: str) -> Optional[tuple[str, str, str]]:
+        """(project, region, name) of dataflow.subnetwork; the short form is in `default_project`."""
+        if self.subnetwork is None:
+            return None
+        m = _SUBNET_RE.match(self.subnetwork)
+        return m["project"] or default_project, m["region"], m["name"]

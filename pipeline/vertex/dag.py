@@ -9,16 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfx import v1 as tfx
+from tfx.components import Trainer
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
+from tfx.types import BaseChannel, Channel, standard_artifacts
 
+from components.baseline import CANDIDATE_KEY, PreviousBlessedModelStrategy
 from pipeline.config import Config, join
 from pipeline.errors import ConfigError
+from pipeline.vertex.presets import env_list
 from trainer.run_fn import CONFIG_KEY
 
 
 def trainer_class(config: Config) -> type:
     """TFX's Vertex training extension runs the same run_fn inside a CustomJob."""
-    return _vertex_extension().Trainer if config.vertex else tfx.components.Trainer
+    return _vertex_extension().Trainer if config.vertex else Trainer
 
 
 def _vertex_extension():
@@ -39,6 +44,8 @@ def trainer_custom_config(config: Config) -> dict[str, Any]:
     # so a preempted job resumes, while a new pipeline run starts afresh.
     trainer = config.trainer.model_dump()
     trainer["strategy"] = trainer_strategy(config)
+    # The trainer refuses to start without the accelerator the preset pays for.
+    trainer["require_accelerator"] = vertex.worker_pool.spec.accelerator
     job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(config)}
     if vertex.training_service_account:
         job_spec["service_account"] = vertex.training_service_account
@@ -54,9 +61,13 @@ def trainer_custom_config(config: Config) -> dict[str, Any]:
 
 
 def worker_pool_specs(config: Config) -> list[dict[str, Any]]:
+    """The CustomJob's pools in the proto's snake_case, which TFX's Vertex client passes on
+    unchanged apart from the container command; the runtime environment is the preset's."""
     pool = config.vertex.worker_pool
-    chief = {"machine_spec": pool.machine_spec, "replica_count": 1,
-             "container_spec": {"image_uri": config.vertex.trainer_container_image}}
+    container: dict[str, Any] = {"image_uri": config.vertex.trainer_container_image}
+    if pool.spec.env:
+        container["env"] = env_list(pool.spec.env)
+    chief = {"machine_spec": pool.machine_spec, "replica_count": 1, "container_spec": container}
     specs = [chief]
     if pool.extra_workers:
         specs.append({**chief, "replica_count": pool.extra_workers})
@@ -79,6 +90,23 @@ def trainer_strategy(config: Config) -> str:
         raise ConfigError(f"trainer.strategy={chosen!r} does not fit vertex.worker_pool (preset {pool.preset}, "
                           f"{pool.extra_workers} extra workers): use 'auto' or {expected!r}")
     return expected
+
+
+def make_baseline_resolver(config: Config, candidate: BaseChannel) -> Resolver:
+    """The Evaluator's baseline. Locally the candidate itself is left out (components/baseline.py),
+    so a rerun with nothing changed is served from cache; Vertex compiles only TFX's own strategy."""
+    channels = {"model": Channel(type=standard_artifacts.Model),
+                "model_blessing": Channel(type=standard_artifacts.ModelBlessing)}
+    if config.vertex:
+        return Resolver(strategy_class=LatestBlessedModelStrategy, **channels)
+    return Resolver(strategy_class=PreviousBlessedModelStrategy, **channels, **{CANDIDATE_KEY: candidate})
+
+
+def make_warm_start_resolver() -> Resolver:
+    """The Trainer's base model for trainer.warm_start: TFX's latest blessed model, on Vertex too.
+    (Not make_baseline_resolver's: that one reads the Trainer's own output, a cycle here.)"""
+    return Resolver(strategy_class=LatestBlessedModelStrategy, model=Channel(type=standard_artifacts.Model),
+                    model_blessing=Channel(type=standard_artifacts.ModelBlessing))
 
 
 def beam_pipeline_args(config: Config) -> list[str]:

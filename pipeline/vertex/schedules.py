@@ -8,6 +8,7 @@ request, so a typo is reported against the flag rather than as a server error.
 from __future__ import annotations
 
 import re
+import sys
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -103,7 +104,8 @@ def schedule_settings(cron: str | None, start_time: str | None, end_time: str | 
 
 
 def create(config: Config, template: str, display_name: str, cron: str, start: str | None = None,
-           end: str | None = None, max_concurrent_runs: int = 1, max_run_count: int | None = None):
+           end: str | None = None, max_concurrent_runs: int = 1, max_run_count: int | None = None,
+           enable_caching: bool | None = None):
     """Create a schedule from checked settings (see schedule_settings)."""
     from google.api_core import exceptions as gexc
 
@@ -111,7 +113,8 @@ def create(config: Config, template: str, display_name: str, cron: str, start: s
 
     check_bucket(config)
     # Every scheduled run uses the template compiled now; re-create the schedule after a change.
-    job = build_job(config, template)
+    # Its per-task caching (cache_rule.py) is what makes each run read the data afresh.
+    job = build_job(config, template, enable_caching)
     try:
         return job.create_schedule(
             cron=cron, display_name=display_name, start_time=start, end_time=end,
@@ -131,17 +134,21 @@ def describe(schedule) -> str:
 def cmd_schedule(config: Config, args) -> int:
     from google.api_core import exceptions as gexc
 
-    from pipeline.vertex.client import describe_api_error, init_client
+    from pipeline.vertex.client import cache_override_note, describe_api_error, init_client
     from pipeline.vertex.compile import compile_pipeline
+    from pipeline.vertex.preflight import ensure
 
     aiplatform = init_client(config, args.api_endpoint)
     if args.action == "create":
         # Checked before the compile, which takes seconds.
         cron, start, end = schedule_settings(args.cron, args.start_time, args.end_time,
                                              args.max_concurrent_runs, args.max_run_count)
-        schedule = create(config, compile_pipeline(config, args.output),
-                          args.display_name or f"{config.pipeline.name}-retraining",
-                          cron, start, end, args.max_concurrent_runs, args.max_run_count)
+        ensure(config, args.preflight_endpoint, args.skip_preflight)
+        template = compile_pipeline(config, args.output)
+        if note := cache_override_note(args.cache):
+            print(note, file=sys.stderr)
+        schedule = create(config, template, args.display_name or f"{config.pipeline.name}-retraining",
+                          cron, start, end, args.max_concurrent_runs, args.max_run_count, args.cache)
         print(f"created {describe(schedule)}")
         return EXIT_OK
     try:

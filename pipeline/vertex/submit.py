@@ -1,17 +1,18 @@
-"""`python -m pipeline submit`: compile, check the bucket, start a Vertex AI
-PipelineJob, and optionally follow it to the end (client set-up and errors:
-client.py).
+"""`python -m pipeline submit`: preflight, compile, check the bucket, start a
+Vertex AI PipelineJob, and optionally follow it to the end (client set-up and
+errors: client.py; the checks: preflight.py).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, VertexError
-from pipeline.vertex.client import build_job, check_bucket, describe_api_error, init_client
+from pipeline.vertex.client import build_job, cache_override_note, check_bucket, describe_api_error, init_client
 
 CONSOLE = "https://console.cloud.google.com/vertex-ai"
 
@@ -71,9 +72,13 @@ def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
 
 def cmd_submit(config: Config, args) -> int:
     from pipeline.vertex.compile import compile_pipeline
+    from pipeline.vertex.preflight import ensure
 
     init_client(config, args.api_endpoint)
+    ensure(config, args.preflight_endpoint, args.skip_preflight)
     template = compile_pipeline(config, args.output)
+    if note := cache_override_note(args.cache):
+        print(note, file=sys.stderr)
     job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
     print(f"submitted {job.resource_name}\nconsole: {job.console_url}")
     if args.wait and not wait(config, job.resource_name, args.poll_seconds):

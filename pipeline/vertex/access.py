@@ -1,0 +1,93 @@
+"""What each service account in the config must be allowed to do for its step, and where.
+
+The list preflight checks (with Policy Troubleshooter, which answers "may
+this principal do this here" for another principal than the caller, unlike
+testIamPermissions); infra/terraform/iam.tf grants exactly these. Storage
+needs name a representative object under the prefix the step writes, so
+IAM conditions on object names (the Terraform's prefix-limited writes) are
+evaluated for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from pipeline.config import Config, join
+from pipeline.vertex import images
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    field: str  # the config field naming the account
+    account: str
+    permission: str
+    resource: str  # full resource name (//service/...)
+    what: str  # for people: why the step needs it
+    object_name: Optional[str] = None  # projects/_/buckets/B/objects/NAME, for conditions on resource.name
+    grant: str = ""  # the role that gives it, for the fix
+
+
+def _object(uri: str, leaf: str) -> tuple[str, str]:
+    """(full resource name, condition resource name) of an object `leaf` under gs:// `uri`."""
+    bucket, _, prefix = uri[len("gs://"):].partition("/")
+    name = f"projects/_/buckets/{bucket}/objects/{'/'.join(p for p in (prefix, leaf) if p)}"
+    return f"//storage.googleapis.com/{name}", name
+
+
+def _writes(field: str, account: str, uri: str, what: str, grant: str) -> Need:
+    resource, name = _object(uri, "preflight-probe")
+    return Need(field, account, "storage.objects.create", resource, f"{what} ({uri}/)", name, grant)
+
+
+def needs(config: Config) -> list[Need]:
+    """Every (account, permission, resource) the configured run relies on."""
+    vertex, flow, p = config.vertex, config.dataflow, config.pipeline
+    project = f"//cloudresourcemanager.googleapis.com/projects/{vertex.project}"
+    pipeline = ("vertex.service_account", vertex.service_account)
+    writer = "roles/storage.objectUser on the bucket"
+    result = [
+        _writes(*pipeline, p.pipeline_root, "write step outputs", writer),
+        _writes(*pipeline, config.snapshots_root, "write dataset snapshots", writer),
+        _writes(*pipeline, p.serving_dir, "push blessed models", writer),
+        Need(*pipeline, "aiplatform.customJobs.create", project, "start the Trainer's CustomJob",
+             grant="roles/aiplatform.user"),
+    ]
+    if vertex.training_service_account:
+        training = ("vertex.training_service_account", vertex.training_service_account)
+        result += [
+            Need(*pipeline, "iam.serviceAccounts.actAs", _account(training[1]),
+                 "run the CustomJob as the training account", grant="roles/iam.serviceAccountUser on it"),
+            _writes(*training, p.pipeline_root, "write the model and checkpoints",
+                    "roles/storage.objectUser on the bucket (may be limited to pipeline_root/)"),
+        ]
+    if flow is not None and flow.enabled:
+        workers = ("dataflow.service_account", flow.service_account)
+        result += [
+            Need(*pipeline, "dataflow.jobs.create", project, "launch Dataflow jobs",
+                 grant="roles/dataflow.developer or the Terraform's dataflow launcher role"),
+            Need(*pipeline, "iam.serviceAccounts.actAs", _account(workers[1]),
+                 "start Dataflow workers as their account", grant="roles/iam.serviceAccountUser on it"),
+            Need(*workers, "dataflow.workItems.lease", project, "run Dataflow work items",
+                 grant="roles/dataflow.worker"),
+            _writes(*workers, p.pipeline_root, "write Beam outputs", "roles/storage.objectUser on the bucket"),
+            _writes(*workers, join(p.root_uri, "tmp", "dataflow"), "write Dataflow temp and staging files",
+                    "roles/storage.objectUser on the bucket"),
+        ]
+        repository = _repository(vertex.pipeline_image)
+        if repository:
+            result.append(Need(*workers, "artifactregistry.repositories.downloadArtifacts",
+                               f"//artifactregistry.googleapis.com/{repository}", "pull the pipeline image",
+                               grant="roles/artifactregistry.reader on the repository"))
+    return result
+
+
+def _account(email: str) -> str:
+    # name@PROJECT.iam.gserviceaccount.com lives in PROJECT, which may not be vertex.project.
+    project = email.split("@", 1)[1].split(".", 1)[0]
+    return f"//iam.googleapis.com/projects/{project}/serviceAccounts/{email}"
+
+
+def _repository(image: str) -> Optional[str]:
+    ref = images.parse(image)
+    return ref.repository_name if ref else None

@@ -1,0 +1,98 @@
+"""Vertex's cache against the compiled spec: new data reaches every scheduled run,
+unchanged data reuses what is safe, and no task that reads mutable state is ever cached.
+
+The runs are modelled by tests/vertex_cache_sim.py on cache_rule's key, which
+tests/test_cache_rule.py holds to the KFP backend's own fingerprints.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from pipeline.vertex import cache_rule
+from tests.vertex_cache_sim import World
+from tests.vertex_support import compiled_template
+
+# Every task that reads Examples, directly or through the schema, after the snapshot.
+READERS = ["CsvExampleGen", "StatisticsGen", "ExampleValidator", "DataGate", "Transform", "Trainer", "Evaluator",
+           "Pusher"]
+RESOLVERS = ["latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver"]
+PENGUINS_V1 = "species,island\nAdelie,Torgersen\n"
+PENGUINS_V2 = PENGUINS_V1 + "Gentoo,Biscoe\n"
+
+
+@pytest.fixture(scope="module")
+def job() -> dict:
+    return json.loads(compiled_template().read_text())
+
+
+def test_the_rule_finds_every_mutable_reader_and_never_caches_it(job):
+    spec = job["pipelineSpec"]
+    tasks = dict(cache_rule.dag_tasks(spec))
+    never = {name for name, task in tasks.items() if cache_rule.never_cached(spec, task)}
+    assert never == {"Snapshot", "ImportSchemaGen", *RESOLVERS}
+    for name in never:
+        assert tasks[name]["cachingOptions"] == {"enableCache": False}, name
+    # The rest is cached (configs/vertex.yaml: pipeline.enable_cache: true).
+    assert all(cache_rule.caching_enabled(t) for n, t in tasks.items() if n not in never)
+
+
+def test_pipeline_enable_cache_false_turns_every_task_off(job):
+    spec = copy.deepcopy(job["pipelineSpec"])
+    cache_rule.apply(spec, enable_cache=False)
+    assert not any(cache_rule.caching_enabled(t) for _, t in cache_rule.dag_tasks(spec))
+
+
+def test_new_data_reaches_the_next_run(job):
+    world = World(source=PENGUINS_V1)
+    first = world.run(job)
+    world.source = PENGUINS_V2  # new rows land in data.input_dir between scheduled runs
+    second = world.run(job)
+
+    assert not second["Snapshot"].hit and not second["ImportSchemaGen"].hit
+    data_dirs = [run["Snapshot"].output_parameters["data_uri"] for run in (first, second)]
+    assert data_dirs[0] != data_dirs[1]
+    assert second["CsvExampleGen"].parameters["input_base"] == data_dirs[1]
+    for task in READERS:
+        assert not second[task].hit, f"{task} was served from the cache after the data changed"
+    # The model trained in run 2 is trained on run 2's examples.
+    examples = second["CsvExampleGen"].outputs["examples"]
+    assert second["Transform"].inputs["examples"] == examples
+    assert second["Trainer"].inputs["examples"] == second["Transform"].outputs["transformed_examples"]
+
+
+def test_unchanged_data_reuses_examplegen_and_statistics_only(job):
+    world = World(source=PENGUINS_V1)
+    first = world.run(job)
+    again = world.run(job)
+
+    # Snapshot and the schema import run every time; their artifacts are new.
+    assert not again["Snapshot"].hit and not again["ImportSchemaGen"].hit
+    assert again["Snapshot"].outputs != first["Snapshot"].outputs
+    # ExampleGen's only input is the content-addressed data dir (a parameter): a hit.
+    assert again["CsvExampleGen"].hit and again["StatisticsGen"].hit
+    assert again["CsvExampleGen"].outputs == first["CsvExampleGen"].outputs
+    # Everything that reads the freshly imported schema reruns.
+    for task in ["ExampleValidator", "DataGate", "Transform", "Trainer", "Evaluator", "Pusher"]:
+        assert not again[task].hit, task
+    # The resolvers ran and found the model run 1 blessed.
+    assert again["latest_blessed_model_resolver-model-resolver"].outputs["model"] == \
+        first["Trainer"].outputs["model"]
+
+
+def test_a_run_level_override_would_reuse_the_old_snapshot(job):
+    """Why submit and schedule pass enable_caching=None: aiplatform's True sets every task's option."""
+    from google.cloud.aiplatform.pipeline_jobs import _set_enable_caching_value
+
+    overridden = copy.deepcopy(job)
+    _set_enable_caching_value(overridden["pipelineSpec"], True)
+    world = World(source=PENGUINS_V1)
+    world.run(overridden)
+    world.source = PENGUINS_V2
+    stale = world.run(overridden)
+    assert stale["Snapshot"].hit and stale["CsvExampleGen"].hit and stale["Trainer"].hit
+    # The blessing resolver has no inputs: once cached it returns the first blessing forever.
+    assert stale[RESOLVERS[0]].hit

@@ -1,0 +1,146 @@
+"""Runs of one compiled PipelineJob as Vertex's cache decides them, for the caching tests.
+
+What the model holds fixed and what changes, run to run:
+- The spec. A schedule runs the spec compiled when it was created, and the
+  data source is a fixed URI in it (Snapshot's source_uri), so new data never
+  changes the spec: compiling again would give the same JSON.
+- What changes is the data behind that URI (`World.source`).
+
+How a run goes, task by task in DAG order:
+- A task is looked up in the cache when its caching is on (cache_rule.caching_enabled,
+  with the run-level override aiplatform would apply) and its key
+  (cache_rule.cache_key: input artifact *names*, resolved parameter values,
+  output specs, image and the unresolved command/args) equals that of an
+  earlier execution that had caching on. A hit's outputs are that execution's
+  artifacts (same names) and output parameters.
+- A task that executes makes new output artifacts (new names, like MLMD ids).
+- Snapshot, executing, copies the source to <snapshots_root>/<digest>/data and
+  outputs that path as data_uri; a digest's directory is written once.
+- A task with a pre-cache-check (file-based ExampleGen's TFX driver) gets the
+  input files' fingerprint as a parameter before the lookup, as on Vertex.
+- Resolvers return the latest blessed model and blessing. Vertex does not
+  document how it caches resolvers; if caching is on for one, the model keys it
+  by its inputs alone (it has no container), which is what makes it stale.
+- The Evaluator blesses every model it evaluates (enough to feed the resolvers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+from typing import Any, Optional
+
+from pipeline.vertex import cache_rule
+
+_ids = itertools.count(1)
+
+
+def _new_artifact() -> str:
+    return f"projects/p/locations/us-central1/metadataStores/default/artifacts/{next(_ids)}"
+
+
+@dataclasses.dataclass
+class TaskRun:
+    hit: bool
+    inputs: dict[str, list[str]]  # input name -> artifact names
+    parameters: dict[str, Any]
+    outputs: dict[str, list[str]]  # output name -> artifact names
+    output_parameters: dict[str, Any]
+
+
+@dataclasses.dataclass
+class World:
+    """Everything outside the spec: the data source, the snapshot store, the cache, ML Metadata."""
+    source: str = ""
+    files: dict[str, str] = dataclasses.field(default_factory=dict)  # path -> contents
+    cache: dict[str, TaskRun] = dataclasses.field(default_factory=dict)  # fingerprint -> first execution
+    blessed: Optional[tuple[str, str]] = None  # (model, blessing) artifact names
+
+    def run(self, job: dict, enable_caching: Optional[bool] = None) -> dict[str, TaskRun]:
+        """One PipelineJob run; `enable_caching` is aiplatform's run-level override."""
+        spec = job["pipelineSpec"]
+        tasks = dict(cache_rule.dag_tasks(spec))
+        done: dict[str, TaskRun] = {}
+        while len(done) < len(tasks):
+            ready = [n for n, t in tasks.items() if n not in done and _upstream(t) <= set(done)]
+            assert ready, f"cycle or unknown producer among {set(tasks) - set(done)}"
+            for name in ready:
+                done[name] = self._task(spec, name, tasks[name], done, enable_caching)
+        return done
+
+    def _task(self, spec: dict, name: str, task: dict, done: dict[str, TaskRun],
+              enable_caching: Optional[bool]) -> TaskRun:
+        component = spec["components"][task["componentRef"]["name"]]
+        executor = cache_rule.task_executor(spec, task)
+        container = executor.get("container", {})
+        inputs = {k: list(done[_producer(v["taskOutputArtifact"]["producerTask"])].outputs[
+            v["taskOutputArtifact"]["outputArtifactKey"]])
+            for k, v in task.get("inputs", {}).get("artifacts", {}).items()}
+        parameters = {k: _parameter(v, done) for k, v in task.get("inputs", {}).get("parameters", {}).items()}
+        if "preCacheCheck" in container.get("lifecycle", {}):
+            parameters["input_fingerprint"] = _digest(self.files.get(parameters["input_base"], ""))
+            parameters["span"] = 0
+        outputs_spec = component.get("outputDefinitions", {})
+        key = cache_rule.fingerprint(cache_rule.cache_key(
+            input_artifact_names=inputs, input_parameter_values=parameters,
+            output_artifacts={k: {"type": v["artifactType"]} for k, v in outputs_spec.get("artifacts", {}).items()},
+            output_parameter_types={k: v.get("parameterType") or v.get("type")
+                                    for k, v in outputs_spec.get("parameters", {}).items()},
+            image=container.get("image", ""), command=container.get("command", []),
+            args=container.get("args", [])))
+        caching = cache_rule.caching_enabled(task, enable_caching)
+        if caching and key in self.cache:
+            hit = self.cache[key]
+            return TaskRun(True, inputs, parameters, hit.outputs, hit.output_parameters)
+        outputs = {k: [_new_artifact()] for k in outputs_spec.get("artifacts", {})}
+        output_parameters = self._execute(name, executor, inputs, parameters, outputs)
+        result = TaskRun(False, inputs, parameters, outputs, output_parameters)
+        if caching:
+            self.cache[key] = result
+        return result
+
+    def _execute(self, name: str, executor: dict, inputs: dict, parameters: dict, outputs: dict) -> dict:
+        """The side effects and output parameters of the tasks that have any."""
+        if "resolver" in executor:
+            model, blessing = self.blessed or (None, None)
+            for key in outputs:
+                outputs[key] = [a for a in ([model] if key == "model" else [blessing]) if a]
+            return {}
+        if name == "Snapshot":
+            data_uri = f"{parameters['snapshots_root']}/{_digest(self.source)}/data"
+            self.files.setdefault(data_uri, self.source)
+            return {"data_uri": data_uri}
+        if name == "Evaluator":
+            self.blessed = (inputs["model"][0], outputs["blessing"][0])
+        return {}
+
+
+def _producer(name: str) -> str:
+    # TFX 1.16 names a dynamic parameter's producer "<id>_task" while the DAG
+    # keys the task "<id>" (docs: tfx-tpu-notes); either resolves to the task.
+    return name.removesuffix("_task")
+
+
+def _upstream(task: dict) -> set[str]:
+    inputs = task.get("inputs", {})
+    producers = {v["taskOutputArtifact"]["producerTask"] for v in inputs.get("artifacts", {}).values()}
+    producers |= {v["taskOutputParameter"]["producerTask"] for v in inputs.get("parameters", {}).values()
+                  if "taskOutputParameter" in v}
+    return {_producer(p) for p in producers} | set(task.get("dependentTasks", []))
+
+
+def _parameter(value: dict, done: dict[str, TaskRun]) -> Any:
+    if "taskOutputParameter" in value:
+        ref = value["taskOutputParameter"]
+        return done[_producer(ref["producerTask"])].output_parameters[ref["outputParameterKey"]]
+    constant = value["runtimeValue"]["constantValue"]
+    if "intValue" in constant:
+        return int(constant["intValue"])
+    if "doubleValue" in constant:
+        return float(constant["doubleValue"])
+    return constant.get("stringValue", "")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
