@@ -93,5 +93,7 @@ def test_second_run_is_served_from_cache(pipeline_run):
     for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator", "Pusher"):
         assert states[name] == "cached", states
     assert second.pushed_path == first.pushed_path
+    # ... and says so: this run pushed nothing (`pipeline run` exits 4).
+    assert second.unchanged_version == first.pushed_version and first.unchanged_version is None
     assert os.listdir(config.pipeline.serving_dir) == [first.pushed_version]
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id
