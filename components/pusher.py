@@ -1,11 +1,12 @@
 """Pusher: TFX's filesystem Pusher with two changes for a directory TF Serving watches.
 
-1. Nothing new, nothing pushed. A rerun with nothing changed serves the
-   Trainer from cache, the Evaluator blesses the model against itself, and
-   TFX's Pusher would copy it again under a new version: TF Serving loads a
+1. Nothing new, nothing pushed. A plain rerun is served from cache up to and
+   including the Pusher (components/baseline.py); but a candidate can still be
+   the model serving now in another guise (retrained bit-identically with
+   caching off), and TFX's
+   Pusher would copy it again under a new version: TF Serving loads a
    duplicate. Here a blessed candidate whose files are byte-identical to the
-   version serving now (same artifact, a cached Trainer execution, or the same
-   content from a rerun) is not pushed; the PushedModel artifact says
+   version serving now is not pushed; the PushedModel artifact says
    `pushed=0` and names the serving version in `unchanged_version`.
 2. Whole pushes: a version appears complete or not at all
    (components/serving_dir.py says how, locally and on GCS).
