@@ -4,24 +4,31 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 import tensorflow as tf
+from tf_keras.src.saving.legacy.saved_model import utils as keras_saving
 
 from trainer import synthetic
 from trainer.config import TrainerConfig
 from trainer.fit import TransformedData, fit_and_export
 from trainer.warm_start import restore_weights, vocabulary_mismatch, warm_start
 
+TRACED = "-traced"
 # Short runs on the learnable synthetic data; the first evaluation comes after 10 steps.
 SMALL = dict(strategy="default", global_batch_size=32, steps_per_execution=10, eval_every_steps=10,
              checkpoint_every_steps=10, scale_lr_with_replicas=False)
 
 
 def _export(model, directory):
-    # The object graph of trainer/export.py's ServingModule: the Keras model under `.model`.
+    # The object graph of trainer/export.py's ServingModule: the Keras model under `.model`, saved
+    # without Keras's traces as trainer/export.py saves it (variables named by layer), and with them
+    # (named model/variables/<i>) beside it.
     module = tf.Module()
     module.model = model
-    tf.saved_model.save(module, directory)
+    with keras_saving.keras_option_scope(save_traces=False):
+        tf.saved_model.save(module, directory)
+    tf.saved_model.save(module, directory + TRACED)
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +65,32 @@ def test_first_evaluation_of_a_warm_start_beats_a_cold_start_at_the_same_step(ba
     assert first_warm["eval_accuracy"] > first_cold["eval_accuracy"]
 
 
-def test_other_shapes_cold_start_and_say_why(base, caplog):
+def test_both_export_layouts_restore_the_same_weights(base):
     root, d, base_dir = base
     from trainer.model import build_model
 
+    fresh = build_model(d.vocab_sizes, d.num_classes)
+    restored = []
+    for directory in (base_dir, base_dir + TRACED):
+        model = build_model(d.vocab_sizes, d.num_classes)
+        assert restore_weights(model, directory) is None
+        restored.append([v.numpy() for v in model.variables])
+    assert len(restored[0]) == len(fresh.variables) >= 6
+    for a, b, init in zip(*restored, fresh.variables):
+        assert np.array_equal(a, b) and not np.array_equal(a, init.numpy())
+
+
+@pytest.mark.parametrize("layout", ["", TRACED])
+def test_other_shapes_cold_start_and_say_why(base, caplog, layout):
+    root, d, base_dir = base
+    base_dir += layout
+    from trainer.model import build_model
+
     model = build_model({**d.vocab_sizes, "island": d.vocab_sizes["island"] + 1}, d.num_classes)
+    before = [v.numpy() for v in model.variables]
     assert "shapes changed since the base model" in restore_weights(model, base_dir)
+    # Nothing half-restored.
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.variables))
     caplog.set_level(logging.WARNING, logger="trainer.warm_start")
     assert warm_start(model, base_dir, str(root / "assets")) is False
     assert "cold start because shapes changed" in caplog.text

@@ -5,8 +5,8 @@ column must mean the same category) and every variable has the same shape.
 Vocabularies are compared file by file: the exported SavedModel carries the
 Transform vocabularies it was trained with as assets, under the same names as
 in the new Transform output. Weights are read from the base SavedModel's
-variables: ServingModule.model (trainer/export.py) is saved as the Keras
-model's `variables` list, in the order the same architecture creates them.
+variables checkpoint, matched to the new model through its object graph
+(ServingModule.model in trainer/export.py is the Keras model).
 Otherwise the run cold-starts, and the reason is logged.
 """
 
@@ -21,8 +21,8 @@ import tensorflow as tf
 import tf_keras
 
 log = logging.getLogger(__name__)
-# How tf.saved_model.save stores a Keras model under the module attribute `model`.
-_SAVED_VARIABLE = re.compile(r"model/variables/(\d+)/\.ATTRIBUTES/VARIABLE_VALUE")
+# A variable of the Keras model the export holds under its module attribute `model`.
+_MODEL_VARIABLE = re.compile(r"model/.*/\.ATTRIBUTES/VARIABLE_VALUE")
 
 
 def _files(directory: str) -> dict[str, bytes]:
@@ -42,18 +42,24 @@ def vocabulary_mismatch(base_model_dir: str, transform_assets_dir: str) -> Optio
 
 
 def restore_weights(model: tf_keras.Model, base_model_dir: str) -> Optional[str]:
-    """Load the base model's weights into `model` (built); returns why not, or None when done."""
-    reader = tf.train.load_checkpoint(os.path.join(base_model_dir, "variables", "variables"))
-    saved = {int(m.group(1)): k for k in reader.get_variable_to_shape_map() if (m := _SAVED_VARIABLE.fullmatch(k))}
+    """Load the base model's weights into `model` (built); returns why not, or None when done.
+
+    Matched through the checkpoint's object graph, as tf.train.Checkpoint restores, so it does not
+    depend on the names the export gave the variables (they differ with and without Keras's traces)."""
+    path = os.path.join(base_model_dir, "variables", "variables")
+    saved = [k for k in tf.train.load_checkpoint(path).get_variable_to_shape_map() if _MODEL_VARIABLE.fullmatch(k)]
     if len(saved) != len(model.variables):
         return f"the base model has {len(saved)} variables, this model {len(model.variables)}"
-    shapes = reader.get_variable_to_shape_map()
-    differ = [f"{v.name} {shapes[saved[i]]} -> {v.shape.as_list()}" for i, v in enumerate(model.variables)
-              if shapes[saved[i]] != v.shape.as_list()]
-    if differ:
-        return f"shapes changed since the base model: {'; '.join(differ[:3])}"
-    for i, variable in enumerate(model.variables):
-        variable.assign(reader.get_tensor(saved[i]))
+    before = [v.numpy() for v in model.variables]
+    try:
+        # The export's root object holds the Keras model as `model` (trainer/export.py's ServingModule).
+        tf.train.Checkpoint(model=model).read(path).assert_existing_objects_matched()
+    except (ValueError, AssertionError) as e:
+        # A restore that fails halfway may have assigned some variables: all or nothing.
+        for variable, value in zip(model.variables, before):
+            variable.assign(value)
+        what = "shapes changed" if isinstance(e, ValueError) else "the layers changed"
+        return f"{what} since the base model: {str(e).splitlines()[0][:300]}"
     return None
 
 
