@@ -1,120 +1,156 @@
-"""Deterministic penguin-like data at any size, for benchmarks and scale tests.
+"""Deterministic data like a configured dataset, at any size, for benchmarks and scale tests.
 
-The distributions are fitted from the bundled Palmer penguins CSV rather than
-typed in: per species the island, year and sex frequencies; per species and
-sex a multivariate normal over the four measurements (so bill length, depth,
-flipper length and body mass keep their real correlations); and the real
-missing-value pattern (a few rows miss every measurement and the sex, a few
-more miss only the sex). Same columns, order and types as the bundled file,
-so the same schema and pipeline apply unchanged.
+The distributions are fitted from the dataset's own CSV files (the config's
+data.input_dir, read with its missing-value tokens) and shaped by its features
+section, not typed in: per label class (one group for regression) the class
+share, a multivariate normal over the numeric features (so their correlations
+survive; a regression label joins them) clipped to the observed range, and the
+value frequencies of every other column. Each generated row takes the missing
+cells of a random source row of its class, so the real missing-value pattern
+(which cells go missing together) is kept. Integer columns stay integers in
+the source's steps, floats keep the source's decimals: same columns, order and
+types as the source, so the same schema and pipeline apply unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from pipeline.config import REPO_ROOT
-from trainer import features
+from pipeline.config import REPO_ROOT, Config, load_config, resolve
+from trainer.feature_config import FeatureConfig
+from trainer.feature_config import resolve as resolve_features
 
-SOURCE_CSV = REPO_ROOT / "data" / "penguins" / "penguins.csv"
-COLUMNS = ("species", "island", *features.NUMERIC, "sex", "year")
-_INT_COLUMNS = ("flipper_length_mm", "body_mass_g")
-# The source records body mass in steps of 25 g and bills to 0.1 mm.
-_MASS_STEP = 25
+DEFAULT_CONFIG = REPO_ROOT / "configs" / "local.yaml"
+_ALL = "(all rows)"
 
 
 @dataclasses.dataclass(frozen=True)
-class SpeciesProfile:
+class Group:
     share: float
-    islands: dict[str, float]
-    years: dict[int, float]
-    male_share: float
-    # Per sex: mean vector and covariance of features.NUMERIC.
-    mean: dict[str, np.ndarray]
-    cov: dict[str, np.ndarray]
+    mean: np.ndarray  # of the numeric columns
+    cov: np.ndarray
+    values: dict[str, tuple[np.ndarray, np.ndarray]]  # other column -> (values, probabilities)
+    missing: np.ndarray  # [source rows, columns] bool: each source row's missing cells
 
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    species: dict[str, SpeciesProfile]
-    all_missing_rate: float  # every measurement and the sex missing
-    sex_missing_rate: float  # only the sex missing, among the other rows
+    columns: tuple[str, ...]
+    numeric: tuple[str, ...]     # drawn from the normal
+    groups: dict[object, Group]  # by label value, or one group for regression
+    label: str
+    low: np.ndarray              # observed range of the numeric columns
+    high: np.ndarray
+    steps: dict[str, float]      # integer column -> step (e.g. grams in 25s)
+    decimals: dict[str, int]     # float column -> decimals
 
 
-def fit(df: pd.DataFrame) -> Profile:
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"source data lacks columns {missing}; expected {list(COLUMNS)}")
-    all_missing = df[list(features.NUMERIC)].isna().all(axis=1)
-    complete = df[~all_missing]
-    profiles = {}
-    for name, rows in df.groupby("species"):
-        measured = rows.dropna(subset=list(features.NUMERIC) + ["sex"])
-        if measured["sex"].nunique() < 2 or measured.groupby("sex").size().min() < len(features.NUMERIC) + 1:
-            raise ValueError(f"species {name!r}: too few complete rows of each sex to fit a distribution")
-        by_sex = {sex: g[list(features.NUMERIC)].to_numpy(float) for sex, g in measured.groupby("sex")}
-        profiles[name] = SpeciesProfile(
-            share=len(rows) / len(df),
-            islands=rows["island"].value_counts(normalize=True).sort_index().to_dict(),
-            years={int(k): v for k, v in rows["year"].value_counts(normalize=True).sort_index().items()},
-            male_share=float((measured["sex"] == "male").mean()),
-            mean={sex: x.mean(axis=0) for sex, x in by_sex.items()},
-            cov={sex: np.cov(x, rowvar=False) for sex, x in by_sex.items()})
-    return Profile(species=profiles, all_missing_rate=float(all_missing.mean()),
-                   sex_missing_rate=float(complete["sex"].isna().mean()))
+def read_source(config: Config) -> pd.DataFrame:
+    """Every CSV file of data.input_dir, the config's missing-value tokens read as missing."""
+    files = sorted(Path(resolve(config.data.input_dir)).glob("*.csv"))
+    if not files:
+        raise ValueError(f"data.input_dir {config.data.input_dir}: no CSV files")
+    na = ["", *config.data.missing_values]
+    return pd.concat([pd.read_csv(f, na_values=na, keep_default_na=False) for f in files], ignore_index=True)
 
 
-def load_profile(source: str | os.PathLike = SOURCE_CSV) -> Profile:
-    return fit(pd.read_csv(source))
+def fit(df: pd.DataFrame, features: FeatureConfig) -> Profile:
+    named = [features.label, *(f.name for f in (*features.numeric, *features.categorical))]
+    if missing := [c for c in named if c not in df.columns]:
+        raise ValueError(f"source data lacks columns {missing}; the features section names {named}")
+    resolved = resolve_features(features, {c: _kind(df[c]) for c in df.columns})
+    numeric = [f.name for f in resolved.numeric]
+    if features.task == "regression":
+        numeric.append(features.label)
+    grouped = [(_ALL, df)] if features.task == "regression" else list(df.groupby(features.label))
+    groups = {}
+    for key, rows in grouped:
+        complete = rows[numeric].dropna().to_numpy(float)
+        if len(complete) < len(numeric) + 1:
+            raise ValueError(f"class {key!r}: {len(complete)} rows have every numeric feature; "
+                             f"fitting {len(numeric)} needs at least {len(numeric) + 1}")
+        values = {}
+        for col in df.columns.difference(numeric):
+            freq = rows[col].dropna().value_counts(normalize=True).sort_index()
+            values[col] = (freq.index.to_numpy(), freq.to_numpy())
+        groups[key] = Group(share=len(rows) / len(df), mean=complete.mean(axis=0),
+                            cov=np.atleast_2d(np.cov(complete, rowvar=False)), values=values,
+                            missing=rows[list(df.columns)].isna().to_numpy())
+    ints = [c for c in df.columns if _kind(df[c]) == "int"]
+    return Profile(columns=tuple(df.columns), numeric=tuple(numeric), groups=groups, label=features.label,
+                   low=df[numeric].min().to_numpy(float), high=df[numeric].max().to_numpy(float),
+                   steps={c: _step(df[c]) for c in ints},
+                   decimals={c: _decimals(df[c]) for c in df.columns if _kind(df[c]) == "float"})
+
+
+def _kind(column: pd.Series) -> str:
+    present = column.dropna()
+    if not pd.api.types.is_numeric_dtype(column):
+        return "string"
+    return "int" if len(present) and np.all(np.mod(present, 1) == 0) else "float"
+
+
+def _step(column: pd.Series) -> float:
+    present = column.dropna().astype(np.int64).to_numpy()
+    return float(np.gcd.reduce(np.abs(present)) or 1) if len(present) else 1.0
+
+
+def _decimals(column: pd.Series) -> int:
+    text = column.dropna().astype(str)
+    return int(text.str.partition(".")[2].str.len().max() or 0) if len(text) else 0
+
+
+def load_profile(config: Optional[Config] = None) -> Profile:
+    config = config or load_config(DEFAULT_CONFIG)
+    if config.features is None:
+        raise ValueError("the config has no features section: the generator follows it")
+    return fit(read_source(config), config.features)
 
 
 def generate(rows: int, seed: int | np.random.Generator = 0, profile: Profile | None = None) -> pd.DataFrame:
-    """`rows` penguin-like rows; the same (rows, seed, profile) always gives the same frame."""
+    """`rows` rows like the source; the same (rows, seed, profile) always gives the same frame."""
     if rows < 1:
         raise ValueError(f"rows must be positive, got {rows}")
     profile = profile or load_profile()
     rng = np.random.default_rng(seed)
-    names = sorted(profile.species)
-    species = rng.choice(names, size=rows, p=_normalized([profile.species[n].share for n in names]))
-    island = np.empty(rows, dtype=object)
-    year = np.empty(rows, dtype=np.int64)
-    sex = np.empty(rows, dtype=object)
-    numeric = np.empty((rows, len(features.NUMERIC)))
-    for name in names:
-        sp = profile.species[name]
-        idx = np.flatnonzero(species == name)
-        island[idx] = rng.choice(list(sp.islands), size=idx.size, p=_normalized(list(sp.islands.values())))
-        year[idx] = rng.choice(list(sp.years), size=idx.size, p=_normalized(list(sp.years.values())))
-        sex[idx] = np.where(rng.random(idx.size) < sp.male_share, "male", "female")
-        for s in ("female", "male"):
-            sub = idx[sex[idx] == s]
-            numeric[sub] = rng.multivariate_normal(sp.mean[s], sp.cov[s], size=sub.size, method="cholesky")
-
-    frame = pd.DataFrame({"species": species, "island": island})
-    for i, col in enumerate(features.NUMERIC):
-        values = numeric[:, i]
-        if col == "body_mass_g":
-            frame[col] = pd.array(np.round(values / _MASS_STEP) * _MASS_STEP, dtype="Int64")
-        elif col in _INT_COLUMNS:
-            frame[col] = pd.array(np.round(values), dtype="Int64")
-        else:
-            frame[col] = np.round(values, 1)
-    frame["sex"] = pd.array(sex, dtype=object)
-    frame["year"] = year
-
-    all_missing = rng.random(rows) < profile.all_missing_rate
-    sex_missing = all_missing | (rng.random(rows) < profile.sex_missing_rate)
-    frame.loc[all_missing, list(features.NUMERIC)] = pd.NA
-    frame.loc[sex_missing, "sex"] = None
-    return frame[list(COLUMNS)]
+    keys = list(profile.groups)
+    which = rng.choice(len(keys), size=rows, p=_normalized([profile.groups[k].share for k in keys]))
+    columns: dict[str, np.ndarray] = {c: np.empty(rows, dtype=object) for c in profile.columns}
+    missing = np.zeros((rows, len(profile.columns)), dtype=bool)
+    for g, key in enumerate(keys):
+        group, idx = profile.groups[key], np.flatnonzero(which == g)
+        drawn = rng.multivariate_normal(group.mean, group.cov, size=idx.size, method="cholesky")
+        drawn = np.clip(drawn, profile.low, profile.high)
+        for j, col in enumerate(profile.numeric):
+            columns[col][idx] = drawn[:, j]
+        for col, (values, p) in group.values.items():
+            columns[col][idx] = rng.choice(values, size=idx.size, p=p) if len(values) else None
+        if key is not _ALL:
+            columns[profile.label][idx] = key
+        missing[idx] = group.missing[rng.integers(0, len(group.missing), idx.size)]
+    return pd.DataFrame({c: _typed(c, columns[c], profile).mask(missing[:, j])
+                         for j, c in enumerate(profile.columns)})
 
 
-def write_dataset(out_dir: str | os.PathLike, rows: int, seed: int = 0, shards: int | None = None) -> list[Path]:
+def _typed(col: str, values: np.ndarray, profile: Profile) -> pd.Series:
+    if col in profile.steps:
+        step = profile.steps[col]
+        numbers = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(float)
+        return pd.Series(np.round(numbers / step) * step).astype("Int64")
+    if col in profile.decimals:
+        return pd.Series(np.round(pd.to_numeric(pd.Series(values), errors="coerce"), profile.decimals[col]))
+    return pd.Series(values, dtype=object)
+
+
+def write_dataset(out_dir: str | os.PathLike, rows: int, seed: int = 0, shards: int | None = None,
+                  profile: Profile | None = None) -> list[Path]:
     """Write `rows` generated rows as CSV shards with a header each (CsvExampleGen
     reads every file of a directory and parallelises over files)."""
     shards = shards or max(1, min(16, rows // 50_000))
@@ -124,12 +160,13 @@ def write_dataset(out_dir: str | os.PathLike, rows: int, seed: int = 0, shards: 
     out.mkdir(parents=True, exist_ok=True)
     if any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty; CsvExampleGen would read whatever else is there")
-    profile = load_profile()
+    profile = profile or load_profile()
     sizes = [rows // shards + (i < rows % shards) for i in range(shards)]
     seeds = np.random.SeedSequence(seed).spawn(shards)
+    digits = max(5, math.ceil(math.log10(shards + 1)))
     paths = []
     for i, (size, shard_seed) in enumerate(zip(sizes, seeds)):
-        path = out / f"penguins-{i:05d}-of-{shards:05d}.csv"
+        path = out / f"data-{i:0{digits}d}-of-{shards:0{digits}d}.csv"
         generate(size, np.random.default_rng(shard_seed), profile).to_csv(path, index=False, na_rep="")
         paths.append(path)
     return paths

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 
+from bench import taxi
+from bench.side_by_side import component_table
+from bench.side_by_side import md as _md
+
 
 def markdown(r: dict) -> str:
     lines = [f"# Benchmarks {r.get('date', '')}", ""]
     m = r.get("machine", {})
     lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
-    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale)):
+    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale),
+                      ("taxi", lambda t: taxi.markdown(t, _when(t)))):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -23,18 +28,7 @@ def _local(loc: dict) -> list[str]:
              f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
              f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
              f"{loc.get('all_wall_seconds')}.", "",
-             "| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
-    names = list(dict.fromkeys([*loc["ours"]["components"], *loc["theirs"]["components"]]))
-    for n in names:
-        o, t = loc["ours"]["components"].get(n, {}), loc["theirs"]["components"].get(n, {})
-        lines.append(f"| {n} | {_md(o.get('seconds'))} | {_md(o.get('peak_rss_mb'))} | "
-                     f"{_md(t.get('seconds'))} | {_md(t.get('peak_rss_mb'))} |")
-    for who in ("ours", "theirs"):
-        x = loc[who]
-        lines.append(f"| *{who}: components / outside them / wall* | "
-                     f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
-                     f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | accuracy {_md(x['accuracy'])} | |")
-    lines.append("")
+             *component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
     return lines + _rerun_and_before(loc)
 
 
@@ -116,9 +110,3 @@ def _when(part: dict) -> str:
         return "(run time and load not recorded)"
     load = part["load_average"]
     return f"Measured {part['measured_at']}; load average {load['start']} at the start, {load['end']} at the end."
-
-
-def _md(x) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))

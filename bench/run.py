@@ -1,10 +1,12 @@
-"""`make bench`: three comparisons measured side by side in one run on this machine.
+"""`make bench`: four comparisons measured side by side in one run on this machine.
 
 1. local: this pipeline (`make run`, caching off) vs TFX's own penguin example
    on the same bundled rows, each in a fresh process so imports count for both;
 2. trainer: the custom loop vs `model.fit` (bench/trainer_bench.py, when present);
 3. scale: generated penguin-like data at each --sizes row count through the
-   full pipeline with Beam settings chosen for the size.
+   full pipeline with Beam settings chosen for the size;
+4. taxi: this pipeline on configs/taxi.yaml vs TFX's own Chicago taxi example
+   on the same rows: wall time and eval AUC (bench/taxi.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -27,19 +29,19 @@ from pathlib import Path
 
 import psutil
 
-from bench import local, tfx_penguin
-from bench.data_generator import SOURCE_CSV, write_dataset
-from bench.measure import Measured, run_measured
+from bench import local, taxi, tfx_penguin
+from bench.data_generator import write_dataset
+from bench.measure import run_measured
 from bench.results_md import markdown
-from pipeline.config import REPO_ROOT, load_config
-from pipeline.runs.summary import ACCURACY, summarize
+from bench.side_by_side import CONFIG_FILE, components, our_command
+from bench.side_by_side import ENV as _ENV
+from bench.side_by_side import check as _check
+from pipeline.config import REPO_ROOT, load_config, resolve
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 LOCAL_TARGET_RATIO = 0.25     # our wall time <= 0.25x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
-_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 # Below this many rows Beam's worker start-up costs more than it saves.
 MULTI_PROCESS_FROM_ROWS = 50_000
 
@@ -52,46 +54,14 @@ def beam_settings(rows: int) -> list[str]:
     return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
 
 
-def our_command(root: str, overrides: list[str] = ()) -> list[str]:
-    sets = [f"pipeline.root={root}", "pipeline.enable_cache=false", *overrides]
-    return [sys.executable, "-m", "pipeline", "run", "--config", str(CONFIG_FILE),
-            *[a for s in sets for a in ("--set", s)]]
-
-
-def components(measured: Measured, metadata_path: str, pipeline_name: str) -> dict:
-    """Per-component times from MLMD, each with the process tree's peak memory while it ran."""
-    summary = summarize(metadata_path, pipeline_name)
-    rows = {c.name: {"state": c.state, "seconds": round(c.seconds, 2),
-                     "peak_rss_mb": _round(measured.peak_between(c.started, c.started + c.seconds))}
-            for c in summary.components}
-    start = min(c.started for c in summary.components)
-    end = max(c.started + c.seconds for c in summary.components)
-    return {"wall_seconds": round(measured.wall_seconds, 2),
-            "components_seconds": round(end - start, 2),
-            # Process start, imports, pipeline compilation and the summary.
-            "outside_components_seconds": round(measured.wall_seconds - (end - start), 2),
-            "peak_rss_mb": _round(measured.peak_rss_mb), "components": rows,
-            "accuracy": summary.metrics.get(ACCURACY), "blessed": summary.blessed,
-            "log": measured.log_file}
-
-
-def _round(x):
-    return None if x is None else round(x, 1)
-
-
-def _check(measured: Measured, what: str) -> None:
-    # Exit code 3 means "ran but not pushed": the timing still counts.
-    if measured.returncode not in (0, 3):
-        raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
-
-
 def bench_local(work: Path, repeat: int = 1, before: Path | None = None) -> dict:
     """Ours and theirs alternately, `repeat` times each; the fastest of each side
     counts, which is the fairest figure on a machine shared with other work. Each
     round also times a no-change rerun and, with `before`, the same run from that
     checkout (bench/local.py)."""
     data_root = work / "tfx-data"
-    tfx_penguin.write_example_data(SOURCE_CSV, data_root)
+    config = load_config(CONFIG_FILE)
+    tfx_penguin.write_example_data(next(Path(resolve(config.data.input_dir)).glob("*.csv")), data_root)
     ours_runs, theirs_runs, reruns, before_runs = [], [], [], []
     for i in range(repeat):
         ours_root = work / f"ours-{i}"
@@ -237,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
-    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale"])
+    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale", "taxi"])
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
@@ -269,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             results["trainer"] = _stamped(bench_trainer, work, ours if ours.is_dir() else None)
         if sizes and "scale" not in args.skip:
             results["scale"] = _stamped(bench_scale, work, sizes)
+        if "taxi" not in args.skip:
+            print("taxi: our pipeline on configs/taxi.yaml, then TFX's taxi example ...", flush=True)
+            results["taxi"] = _stamped(taxi.bench_taxi, work, args.repeat)
+            print(f"  ratio {results['taxi']['ratio']:.2f}x, AUC ours {results['taxi']['ours']['auc']} "
+                  f"theirs {results['taxi']['theirs']['auc']}", flush=True)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise

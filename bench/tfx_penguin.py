@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainer import features
+from pipeline.config import REPO_ROOT, load_config
 
 PIPELINE_NAME = "penguin_local_keras"
+# Our penguin dataset: its label and numeric columns are the example's features.
+CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 # The example's columns: the bill was called the culmen in the original data.
 _RENAME = {"bill_length_mm": "culmen_length_mm", "bill_depth_mm": "culmen_depth_mm"}
 
@@ -25,14 +27,16 @@ def write_example_data(source_csv: str | os.PathLike, data_root: str | os.PathLi
     """The same rows in the example's format: four numeric features as floats and
     the species as an integer label (sorted names: Adelie 0, Chinstrap 1, Gentoo 2);
     rows missing any of them are dropped because its model has no imputation."""
-    df = pd.read_csv(source_csv)
-    wanted = [*features.NUMERIC, features.LABEL]
+    config = load_config(CONFIG_FILE)
+    label, numeric = config.features.label, [f.name for f in config.features.numeric]
+    df = pd.read_csv(source_csv, na_values=config.data.missing_values)
+    wanted = [*numeric, label]
     if missing := [c for c in wanted if c not in df.columns]:
         raise ValueError(f"{source_csv}: missing columns {missing}")
     df = df[wanted].dropna()
-    labels = {name: i for i, name in enumerate(sorted(df[features.LABEL].unique()))}
-    out = pd.DataFrame({features.LABEL: df[features.LABEL].map(labels)})
-    for col in features.NUMERIC:
+    labels = {name: i for i, name in enumerate(sorted(df[label].unique()))}
+    out = pd.DataFrame({label: df[label].map(labels)})
+    for col in numeric:
         out[_RENAME.get(col, col)] = df[col].astype(float)
     path = Path(data_root) / "labelled" / "penguins.csv"
     path.parent.mkdir(parents=True, exist_ok=True)

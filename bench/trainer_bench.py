@@ -58,26 +58,31 @@ def run(batch_sizes=(20, 256), steps_per_execution=(1, 10, 100), steps: int = 10
 def _data(transform_dir: str | None) -> dict:
     from tensorflow_transform.tf_metadata import schema_utils
 
-    from trainer import features, synthetic
+    from trainer import synthetic, tasks
 
     if transform_dir is None and os.path.isdir(PIPELINE_TRANSFORM):
         transform_dir = PIPELINE_TRANSFORM
     if transform_dir:
         import tensorflow_transform as tft
 
+        from pipeline.config import load_config
+        from trainer.features import CONFIG_KEY
+        from trainer.spec import training_spec
+
         graph = _latest(os.path.join(transform_dir, "transform_graph"))
         tft_output = tft.TFTransformOutput(graph)
         pattern = os.path.join(_latest(os.path.join(transform_dir, "transformed_examples")), "Split-train", "*")
-        vocab = {n: tft_output.vocabulary_size_by_name(n) + features.OOV_BUCKETS for n in features.CATEGORICAL}
+        features = load_config(os.path.join(REPO, "configs", "local.yaml")).features
+        spec = training_spec({CONFIG_KEY: features.model_dump()}, tft_output, pattern)
         return {"source": f"Transform output {graph}", "pattern": pattern,
                 "spec": tft_output.transformed_feature_spec(),
-                "schema": tft_output.transformed_metadata.schema, "vocab_sizes": vocab,
-                "num_classes": tft_output.vocabulary_size_by_name(features.LABEL)}
-    pattern = synthetic.write_examples(tempfile.mkdtemp(prefix="bench-data-"), 2000)
-    spec = synthetic.feature_spec()
+                "schema": tft_output.transformed_metadata.schema, "layout": spec.layout, "task": spec.task}
+    layout = synthetic.layout()
+    pattern = synthetic.write_examples(tempfile.mkdtemp(prefix="bench-data-"), 2000, model_layout=layout)
+    spec = synthetic.feature_spec(layout)
     return {"source": "synthetic records in Transform's format (run `make run` for the real ones)",
             "pattern": pattern, "spec": spec, "schema": schema_utils.schema_from_feature_spec(spec),
-            "vocab_sizes": synthetic.VOCAB_SIZES, "num_classes": synthetic.NUM_CLASSES}
+            "layout": layout, "task": tasks.Multiclass(synthetic.NUM_CLASSES)}
 
 
 def _latest(directory: str) -> str:
@@ -91,7 +96,7 @@ def _build_model(data: dict):
     from trainer.config import TrainerConfig
     from trainer.model import build_model
 
-    return build_model(data["vocab_sizes"], data["num_classes"], TrainerConfig().hidden_units)
+    return build_model(data["layout"], data["task"].width, TrainerConfig().hidden_units)
 
 
 def _fit_examples_per_second(data: dict, batch: int, steps: int, repeats: int) -> float:
@@ -101,14 +106,13 @@ def _fit_examples_per_second(data: dict, batch: int, steps: int, repeats: int) -
     from tfx.proto import example_gen_pb2
     from tfx_bsl.public import tfxio
 
-    from trainer import features
     from trainer.config import TrainerConfig
 
     # What the Trainer's data_accessor.tf_dataset_factory does for Examples artifacts.
     dataset = tfxio_utils.make_tfxio(
         file_pattern=[data["pattern"]], telemetry_descriptors=["bench"],
         payload_format=example_gen_pb2.PayloadFormat.FORMAT_TF_EXAMPLE, schema=data["schema"],
-    ).TensorFlowDataset(tfxio.TensorFlowDatasetOptions(batch_size=batch, label_key=features.LABEL_XF)).repeat()
+    ).TensorFlowDataset(tfxio.TensorFlowDatasetOptions(batch_size=batch, label_key=data["layout"].label)).repeat()
 
     with tf.distribute.MirroredStrategy().scope():
         model = _build_model(data)
@@ -131,9 +135,11 @@ def _loop_examples_per_second(data: dict, batch: int, spe: int, steps: int) -> f
 
     cfg = TrainerConfig(strategy="auto", train_steps=steps, global_batch_size=batch, steps_per_execution=spe,
                         eval_every_steps=steps, checkpoint_every_steps=steps)
-    train_fn = record_dataset_fn(data["pattern"], data["spec"], batch, training=True, seed=cfg.seed)
+    train_fn = record_dataset_fn(data["pattern"], data["spec"], batch, label=data["layout"].label, training=True,
+                                 seed=cfg.seed)
     with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as ckpt:
-        result = train(make_strategy(cfg.strategy), cfg, lambda: _build_model(data), train_fn, None, ckpt)
+        result = train(make_strategy(cfg.strategy), cfg, lambda: _build_model(data), train_fn, None, ckpt,
+                       task=data["task"])
     return result.examples_per_second
 
 

@@ -67,6 +67,9 @@ def check(found: list[Anomaly], tolerated: frozenset[str]) -> None:
         lines = [f"ExampleValidator found {len(blocking)} anomal{'y' if len(blocking) == 1 else 'ies'} "
                  "in the input data; stopping before Transform and Trainer:"]
         lines += [f"  {a}" for a in blocking]
+        if any(a.kind == "UNEXPECTED_DATA_TYPE" for a in blocking):
+            lines.append("A column of numbers holds text: if that text marks a missing value (like NA), "
+                         "add it to data.missing_values.")
         lines.append("Fix the data, or if the change is legitimate, update the schema (data.schema_file) in "
                      "review; kinds to accept can be listed in data_gate.tolerated_anomalies.")
         raise DataAnomaliesError("\n".join(lines))

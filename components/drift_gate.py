@@ -4,8 +4,11 @@ TFX 1.16's ExampleValidator validates one statistics artifact against the
 schema; it has no input for a previous statistics artifact, so it cannot
 measure drift. This gate calls TFDV itself:
 tfdv.validate_statistics(newest, schema, previous_statistics=baseline) with a
-drift comparator set on every feature of the schema (Jensen-Shannon divergence
-for INT/FLOAT features, L-infinity distance for BYTES ones), where
+drift comparator on every column the model learns from, as the config's
+`features` section resolves against the schema (trainer/feature_config.py):
+Jensen-Shannon divergence for numeric features, L-infinity distance for
+categorical ones, and for the label by its task (regression: Jensen-Shannon).
+Columns the model does not use (features.ignore, infer: false) are not gated. Where
 - newest: statistics of the newest span of this run's snapshot (the whole
   snapshot for a flat source), computed here; spans are small next to a
   training window, so in-process TFDV is enough;
@@ -34,7 +37,6 @@ from tfx.utils import io_utils
 from components.snapshot.component import DatasetSnapshot
 from components.snapshot.store import DATA_DIR
 
-_NUMERIC = (schema_pb2.INT, schema_pb2.FLOAT)
 _MEASURE = {anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity",
             anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: "Jensen-Shannon"}
 
@@ -58,18 +60,36 @@ class Drift:
         return f"feature {self.feature}: {self.measure} distance {self.distance:.3f} > threshold {self.threshold:g}"
 
 
-def with_comparators(schema: schema_pb2.Schema, numeric: float, categorical: float,
+def gated_features(features_json: str, schema: schema_pb2.Schema) -> dict[str, str]:
+    """{column: "numeric" | "categorical"} for the label and every model input: the features
+    section (JSON) resolved against the schema's columns, as Transform and the Trainer resolve it."""
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    from trainer.feature_config import FeatureConfig, resolve
+    from trainer.features import column_types
+
+    resolved = resolve(FeatureConfig.model_validate_json(features_json),
+                       column_types(schema_utils.schema_as_feature_spec(schema).feature_spec))
+    gated = {resolved.label: "numeric" if resolved.task == "regression" else "categorical"}
+    gated.update({f.name: "numeric" for f in resolved.numeric})
+    gated.update({f.name: "categorical" for f in resolved.categorical})
+    return gated
+
+
+def with_comparators(schema: schema_pb2.Schema, gated: dict[str, str], numeric: float, categorical: float,
                      per_feature: dict[str, float]) -> schema_pb2.Schema:
-    """A copy of schema with a drift comparator on every feature; per_feature thresholds win."""
-    unknown = sorted(set(per_feature) - {f.name for f in schema.feature})
+    """A copy of schema with a drift comparator on each gated feature; per_feature thresholds win."""
+    unknown = sorted(set(per_feature) - set(gated))
     if unknown:
-        raise ValueError(f"drift_gate.thresholds names features not in the schema: {unknown}")
+        raise ValueError(f"drift_gate.thresholds names columns the model does not use: {unknown} "
+                         f"(gated: {', '.join(sorted(gated))})")
     out = schema_pb2.Schema()
     out.CopyFrom(schema)
     for feature in out.feature:
-        if feature.type in _NUMERIC:
+        kind = gated.get(feature.name)
+        if kind == "numeric":
             feature.drift_comparator.jensen_shannon_divergence.threshold = per_feature.get(feature.name, numeric)
-        else:
+        elif kind == "categorical":
             feature.drift_comparator.infinity_norm.threshold = per_feature.get(feature.name, categorical)
     return out
 
@@ -109,7 +129,9 @@ def newest_statistics(snapshot_uri: str, spans: list[str]) -> statistics_pb2.Dat
     frames = []
     for path in files:
         with fileio.open(path) as f:
-            frames.append(pd.read_csv(f))
+            # As TFX's CSV decoder reads it: only an empty cell is missing (the snapshot emptied the
+            # data.missing_values tokens), not pandas's own list ("NA", "null", ...).
+            frames.append(pd.read_csv(f, keep_default_na=False, na_values=[""]))
     return tfdv.generate_statistics_from_dataframe(pd.concat(frames, ignore_index=True))
 
 
@@ -118,9 +140,11 @@ def DriftGate(snapshot: InputArtifact[DatasetSnapshot],
               schema: InputArtifact[Schema],
               baseline_statistics: Parameter[str] = "",
               thresholds: Parameter[str] = "{}",
-              accepted: Parameter[str] = "") -> None:
+              accepted: Parameter[str] = "",
+              features: Parameter[str] = "") -> None:
     """baseline_statistics: URI of an ExampleStatistics artifact ("" on a first run);
-    thresholds: JSON {"numeric": x, "categorical": y, "features": {name: t}}; accepted: comma-separated features."""
+    thresholds: JSON {"numeric": x, "categorical": y, "features": {name: t}}; accepted: comma-separated features;
+    features: the config's features section as JSON (which columns to gate)."""
     if not baseline_statistics:
         logging.info("drift gate: no serving model's statistics yet; nothing to compare")
         return
@@ -131,9 +155,9 @@ def DriftGate(snapshot: InputArtifact[DatasetSnapshot],
     # StatisticsGen's layout: <uri>/Split-<split>/FeatureStats.pb, a serialized DatasetFeatureStatisticsList.
     with fileio.open(os.path.join(baseline_statistics, "Split-train", "FeatureStats.pb"), "rb") as f:
         baseline.ParseFromString(f.read())
-    found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans), baseline,
-                    with_comparators(raw_schema, limits.get("numeric", 0.3), limits.get("categorical", 0.2),
-                                     limits.get("features", {})))
+    compared = with_comparators(raw_schema, gated_features(features, raw_schema), limits.get("numeric", 0.3),
+                                limits.get("categorical", 0.2), limits.get("features", {}))
+    found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans), baseline, compared)
     for d in found:
         logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance, d.threshold)
     check(found, frozenset(filter(None, accepted.split(","))))

@@ -60,7 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--source", default="data/penguins/penguins.csv", help="flat CSV the spans are drawn from")
     simulate.set_defaults(func=cmd_simulate)
 
-    for p in (run, report, snaps, lineage, hist, simulate):
+    schema = sub.add_parser("schema", help="infer a schema from the data, for review (the start of a curated one)")
+    schema.add_argument("action", choices=["infer"])
+    schema.add_argument("-o", "--output", help="where to write it (default: data.schema_file, else "
+                        "schema/<pipeline name>.pbtxt)")
+    schema.add_argument("--force", action="store_true", help="overwrite an existing file")
+    schema.set_defaults(func=cmd_schema)
+
+    for p in (run, report, snaps, lineage, hist, simulate, schema):
         _add_config_args(p)
     simulate.set_defaults(config="configs/simulate.yaml")  # after --config's own default, to replace it
     _add_vertex_commands(sub)
@@ -132,6 +139,18 @@ def cmd_snapshots(config, args) -> int:
     from components.snapshot.store import format_list, list_snapshots
 
     print(format_list(list_snapshots(config.snapshots_root)))
+    return EXIT_OK
+
+
+def cmd_schema(config, args) -> int:
+    from pipeline.config import resolve
+    from pipeline.data.schema_infer import infer_schema
+
+    output = resolve(args.output or config.data.schema_file or f"schema/{config.pipeline.name}.pbtxt")
+    path, resolved = infer_schema(config, output, force=args.force)
+    print(f"wrote {path}: review it (types, value domains, presence), then set data.schema_file to it")
+    if resolved is not None:
+        print("features with this schema:\n  " + resolved.describe().replace("\n", "\n  "))
     return EXIT_OK
 
 

@@ -17,11 +17,13 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from components.snapshot.missing_values import DEFAULT_TOKENS
 from components.snapshot.spans import validate_selection
 from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
 from pipeline.vertex.config import DataflowSection, VertexSection
 from trainer.config import Section, TrainerConfig, validate_uri
+from trainer.feature_config import FeatureConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,7 +75,10 @@ class DataSection(Section):
     # A directory of CSV files with a header row.
     input_dir: str = "data/penguins"
     # A curated, reviewed schema; when empty, SchemaGen infers one from the data.
-    schema_file: Optional[str] = "schema/schema.pbtxt"
+    schema_file: Optional[str] = "schema/penguins.pbtxt"
+    # CSV cells equal to one of these are missing values (an empty cell always is);
+    # the snapshot stores them as empty cells. [] turns this off.
+    missing_values: list[str] = list(DEFAULT_TOKENS)
     # Deterministic hash split of the rows (CsvExampleGen hashes each example).
     train_buckets: int = Field(3, ge=1, le=100)
     eval_buckets: int = Field(1, ge=1, le=100)
@@ -129,10 +134,20 @@ class BeamSection(Section):
 
 
 class EvaluatorSection(Section):
-    # The candidate must reach this eval accuracy to be blessed at all ...
-    accuracy_lower_bound: float = Field(0.9, ge=0, le=1)
+    """The gate on the task's main metric (trainer/tasks.py: accuracy for multiclass,
+    auc for binary, rmse for regression)."""
+    # The candidate must reach these bounds to be blessed at all (unset: the task's
+    # default, accuracy >= 0.9 or auc >= 0.5; regression has none and needs upper_bound) ...
+    lower_bound: Optional[float] = None
+    upper_bound: Optional[float] = None
     # ... and may not be worse than the last blessed model by more than this.
-    max_accuracy_regression: float = Field(0.0, ge=0, le=1)
+    max_regression: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "EvaluatorSection":
+        if self.lower_bound is not None and self.upper_bound is not None and self.lower_bound > self.upper_bound:
+            raise ValueError(f"lower_bound {self.lower_bound} is above upper_bound {self.upper_bound}")
+        return self
 
 
 # The Evaluator's change threshold is loosened by this much so that a
@@ -183,7 +198,8 @@ class DataGateSection(Section):
 class DriftGateSection(Section):
     """Newest span vs the serving model's training data (components/drift_gate.py)."""
     enabled: bool = True
-    # Jensen-Shannon divergence for INT/FLOAT features, L-infinity distance for BYTES ones (TFDV).
+    # Jensen-Shannon divergence for numeric features, L-infinity distance for categorical ones (TFDV),
+    # as the features section resolves them; the label by its task. Unused columns are not gated.
     numeric_threshold: float = Field(0.3, gt=0, le=1)
     categorical_threshold: float = Field(0.2, gt=0, le=1)
     # Per-feature thresholds, overriding the two above.
@@ -203,6 +219,9 @@ class Config(Section):
     data: DataSection = DataSection()
     beam: BeamSection = BeamSection()
     trainer: TrainerConfig = TrainerConfig()
+    # The dataset: label, task and features (trainer/feature_config.py, docs/data.md).
+    # Required to build the pipeline; optional here so config-only tools load without it.
+    features: Optional[FeatureConfig] = None
     evaluator: EvaluatorSection = EvaluatorSection()
     # Present only when the pipeline targets Vertex AI (configs/vertex.yaml).
     vertex: Optional[VertexSection] = None

@@ -12,6 +12,7 @@ from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.pipeline import Pipeline
 
 from pipeline.config import Config, join
+from pipeline.data.checks import check_features
 from pipeline.errors import NothingNew, PipelineFailed
 from pipeline.pipeline import create_pipeline
 from pipeline.runs.history_page import write_history_page
@@ -27,6 +28,11 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     stream = stream or sys.stdout
     if config.pipeline.root_uri.startswith("gs://"):
         raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
+    # Before anything is written: a features section that can't fit the data stops here.
+    resolved = check_features(config)
+    if resolved is not None:
+        stream.write("features (from the config; 'inferred' from the schema's types):\n  "
+                     + resolved.describe().replace("\n", "\n  ") + "\n")
     os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
     log_dir = join(config.pipeline.root_uri, "logs")
     os.makedirs(log_dir, exist_ok=True)

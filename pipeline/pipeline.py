@@ -7,8 +7,6 @@ from typing import Optional
 
 # TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
 # BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
-import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis import constants as tfma_constants
 from tfx.components import CsvExampleGen, ExampleValidator, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
@@ -21,7 +19,9 @@ from components.evaluator import EagerMetricsEvaluator
 from components.pusher import Pusher
 from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.transform import DeterministicTransform
-from pipeline.config import CHANGE_EPSILON, Config, resolve
+from pipeline.config import Config, resolve
+from pipeline.dag.evaluation import eval_config
+from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex.dag import (
     beam_pipeline_args,
@@ -30,8 +30,7 @@ from pipeline.vertex.dag import (
     trainer_class,
     trainer_custom_config,
 )
-from trainer import features
-from trainer.export import PROBABILITIES, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.features import CONFIG_KEY as FEATURES_KEY
 
 # Functions are named by import path, not uploaded as module files: the code
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
@@ -47,8 +46,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
     gate; found through MLMD by the local runner ("" compares nothing)."""
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
+    # Also when compiling for Vertex: a features section that can't fit the schema stops here.
+    check_features(config)
+    # Transform and Trainer each resolve the same features section against the schema they get.
+    features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
-                        digest=config.snapshot.digest, span_selection=config.data.spans)
+                        digest=config.snapshot.digest, span_selection=config.data.spans,
+                        missing_values=config.data.missing_values)
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
     example_gen = CsvExampleGen(
@@ -74,7 +78,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
     # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
     transform = DeterministicTransform(
         examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        preprocessing_fn=PREPROCESSING_FN,
+        preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
+        custom_config=features,
         # StatisticsGen already describes the raw data; skipping Transform's own
         # pre/post-transform statistics saves a full pass over the data.
         disable_statistics=True,
@@ -85,7 +90,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
     if config.drift_gate.enabled:
         drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
                                baseline_statistics=baseline_statistics, thresholds=config.drift_gate.as_json(),
-                               accepted=",".join(config.drift_gate.accepted))
+                               accepted=",".join(config.drift_gate.accepted),
+                               features=config.features.model_dump_json())
         # Broken data is the data gate's to report; drift is measured on data that passed it.
         drift_gate.add_upstream_node(data_gate)
         transform.add_upstream_node(drift_gate)
@@ -106,7 +112,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
         # train_args only need to agree for its bookkeeping.
         train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=None),
-        custom_config={**trainer_custom_config(config), CODE_VERSION_KEY: code_version()})
+        custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
 
     baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
         BASELINE_RESOLVER_ID)
@@ -135,27 +141,3 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
             sqlite_metadata_connection_config(metadata_path)
             if metadata_path else None),
         beam_pipeline_args=beam_pipeline_args(config))
-
-
-def eval_config(config: Config) -> tfma.EvalConfig:
-    """Accuracy must clear an absolute bar and not regress against the last blessed model."""
-    return tfma.EvalConfig(
-        model_specs=[tfma.ModelSpec(
-            # Said, not probed: left open, TFMA loads each model once more just to find its type.
-            model_type=tfma_constants.TF_GENERIC,
-            signature_name=SERVING_SIGNATURE,
-            preprocessing_function_names=[TRANSFORM_SIGNATURE],
-            label_key=features.LABEL_XF,
-            prediction_key=PROBABILITIES)],
-        slicing_specs=[tfma.SlicingSpec()],
-        metrics_specs=[tfma.MetricsSpec(metrics=[
-            tfma.MetricConfig(class_name="ExampleCount"),
-            tfma.MetricConfig(
-                class_name="SparseCategoricalAccuracy",
-                threshold=tfma.MetricThreshold(
-                    value_threshold=tfma.GenericValueThreshold(
-                        lower_bound={"value": config.evaluator.accuracy_lower_bound}),
-                    change_threshold=tfma.GenericChangeThreshold(
-                        direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-                        absolute={"value": -config.evaluator.max_accuracy_regression - CHANGE_EPSILON}))),
-        ])])

@@ -36,7 +36,8 @@ def missing_column() -> str:
 
 
 def numeric_column_with_strings() -> str:
-    return _set("body_mass_g", "heavy", every=10)
+    """Text in a column of numbers: here a missing-value token not in data.missing_values."""
+    return _set("body_mass_g", "missing", every=10)
 
 
 def unseen_island() -> str:

@@ -11,12 +11,14 @@ import pytest
 from bench import local as bench_local
 from bench import run as bench_run
 from bench import tfx_penguin
-from bench.data_generator import COLUMNS, SOURCE_CSV, generate, load_profile, write_dataset
+from bench.data_generator import generate, load_profile, read_source, write_dataset
 from bench.measure import run_measured
-from pipeline.config import REPO_ROOT
-from trainer import features
+from pipeline.config import REPO_ROOT, load_config
 
 ROWS = 1000
+CONFIG = load_config(REPO_ROOT / "configs" / "local.yaml")
+SOURCE_CSV = REPO_ROOT / "data" / "penguins" / "penguins.csv"
+NUMERIC = [f.name for f in CONFIG.features.numeric]
 
 
 @pytest.fixture(scope="module")
@@ -27,28 +29,28 @@ def frame():
 def test_generator_is_deterministic_and_keeps_the_source_columns(frame):
     pd.testing.assert_frame_equal(frame, generate(ROWS, seed=7))
     assert not frame.equals(generate(ROWS, seed=8))
-    assert tuple(frame.columns) == COLUMNS == tuple(pd.read_csv(SOURCE_CSV).columns)
+    assert tuple(frame.columns) == tuple(pd.read_csv(SOURCE_CSV).columns)
     assert len(frame) == ROWS
 
 
 def test_generator_follows_the_real_per_species_distributions(frame):
-    source = pd.read_csv(SOURCE_CSV)
+    source = read_source(CONFIG)
     share = frame["species"].value_counts(normalize=True)
     real = source["species"].value_counts(normalize=True)
     assert (abs(share - real) < 0.05).all(), (share, real)
     # Islands as in the real colonies: Gentoo only on Biscoe, Chinstrap only on Dream.
     assert set(frame.loc[frame.species == "Gentoo", "island"]) == {"Biscoe"}
     assert set(frame.loc[frame.species == "Chinstrap", "island"]) == {"Dream"}
-    means = frame.groupby("species")[list(features.NUMERIC)].mean()
-    real_means = source.groupby("species")[list(features.NUMERIC)].mean()
-    real_std = source.groupby("species")[list(features.NUMERIC)].std()
+    means = frame.groupby("species")[NUMERIC].mean()
+    real_means = source.groupby("species")[NUMERIC].mean()
+    real_std = source.groupby("species")[NUMERIC].std()
     assert (abs(means - real_means) < 0.5 * real_std).all().all(), means
     # Correlation kept: heavier penguins have longer flippers.
     assert frame["body_mass_g"].astype(float).corr(frame["flipper_length_mm"].astype(float)) > 0.7
 
 
 def test_generator_includes_missing_values_like_the_source(frame):
-    all_missing = frame[list(features.NUMERIC)].isna().all(axis=1)
+    all_missing = frame[NUMERIC].isna().all(axis=1)
     assert 0 < all_missing.sum() < 0.03 * ROWS
     assert frame.loc[all_missing, "sex"].isna().all()
     assert 0 < frame["sex"].isna().sum() < 0.1 * ROWS
@@ -64,11 +66,11 @@ def test_written_shards_parse_as_the_schema_expects(tmp_path):
     assert sum(len(s) for s in shards) == ROWS
     # Integers stay integers in the CSV, so CsvExampleGen infers INT as the schema says.
     header, *rows = [line.split(",") for line in paths[0].read_text().splitlines()]
-    assert header == list(COLUMNS)
+    assert header == list(pd.read_csv(SOURCE_CSV, nrows=0).columns)
     int_cells = [row[header.index(c)] for row in rows for c in ("flipper_length_mm", "body_mass_g", "year")]
     assert all(cell.isdigit() for cell in int_cells if cell)
     stats = tfdv.generate_statistics_from_csv(str(paths[0]))
-    schema = tfdv.load_schema_text(str(REPO_ROOT / "schema" / "schema.pbtxt"))
+    schema = tfdv.load_schema_text(str(REPO_ROOT / "schema" / "penguins.pbtxt"))
     anomalies = tfdv.validate_statistics(stats, schema)
     assert not anomalies.anomaly_info, anomalies.anomaly_info
     with pytest.raises(FileExistsError, match="not empty"):
@@ -80,10 +82,22 @@ def test_generator_rejects_bad_sizes_and_sources(tmp_path):
         generate(0)
     with pytest.raises(ValueError, match="shards must be between"):
         write_dataset(tmp_path / "x", 5, shards=6)
-    bad = tmp_path / "bad.csv"
-    pd.read_csv(SOURCE_CSV).drop(columns=["island"]).to_csv(bad, index=False)
+    (tmp_path / "bad").mkdir()
+    pd.read_csv(SOURCE_CSV).drop(columns=["island"]).to_csv(tmp_path / "bad" / "penguins.csv", index=False)
     with pytest.raises(ValueError, match="lacks columns \\['island'\\]"):
-        load_profile(bad)
+        load_profile(load_config(REPO_ROOT / "configs" / "local.yaml", [f"data.input_dir={tmp_path / 'bad'}"]))
+
+
+def test_generator_follows_the_config_of_another_dataset():
+    """The taxi config: a binary label, integer categories, a third of the companies missing."""
+    taxi = load_config(REPO_ROOT / "configs" / "taxi.yaml")
+    source, frame = read_source(taxi), generate(3000, seed=1, profile=load_profile(taxi))
+    assert list(frame.columns) == list(source.columns)
+    assert abs(frame["big_tipper"].mean() - source["big_tipper"].mean()) < 0.03
+    assert abs(frame["company"].isna().mean() - source["company"].isna().mean()) < 0.03
+    assert set(frame["trip_start_hour"].dropna()) <= set(range(24)) and frame["trip_start_hour"].dtype == "Int64"
+    # Credit cards tip, cash (as recorded) does not: the per-class value frequencies survive.
+    assert frame.loc[frame.big_tipper == 1, "payment_type"].value_counts().index[0] == "Credit Card"
 
 
 def test_tfx_example_gets_the_same_rows_in_its_own_columns(tmp_path):
@@ -92,7 +106,7 @@ def test_tfx_example_gets_the_same_rows_in_its_own_columns(tmp_path):
     source, theirs = pd.read_csv(SOURCE_CSV), pd.read_csv(path)
     assert list(theirs.columns) == ["species", "culmen_length_mm", "culmen_depth_mm", "flipper_length_mm",
                                     "body_mass_g"]
-    complete = source.dropna(subset=list(features.NUMERIC))
+    complete = source.dropna(subset=NUMERIC)
     assert len(theirs) == len(complete) == 342
     assert dict(theirs["species"].value_counts()) == {
         i: n for i, n in enumerate(complete["species"].value_counts().sort_index())}
@@ -148,3 +162,28 @@ def test_markdown_states_ratios_and_misses():
 def test_before_checkout_must_have_its_venv(tmp_path):
     with pytest.raises(SystemExit, match=r"--before .*: no \.venv/bin/python there"):
         bench_local.check_before(tmp_path)
+
+
+def test_exact_auc_matches_the_definition():
+    from sklearn.metrics import roc_auc_score
+
+    from bench.scoring import auc
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, 500)
+    scores = np.round(labels * 0.3 + rng.random(500), 1)  # many ties
+    assert auc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    with pytest.raises(ValueError, match="both classes"):
+        auc([1, 1], [0.2, 0.3])
+
+
+def test_taxi_markdown_states_both_targets():
+    component = {"state": "ran", "seconds": 10.0, "peak_rss_mb": 900.0}
+    side = {"wall_seconds": 40.0, "components_seconds": 30.0, "outside_components_seconds": 10.0,
+            "peak_rss_mb": 1000.0, "components": {"Transform": component}, "auc": 0.95}
+    text = bench_run.markdown({"taxi": {"ours": side, "theirs": {**side, "wall_seconds": 160.0, "auc": 0.97},
+                                        "ratio": 0.25, "target_ratio": 0.35, "auc_margin": 0.01,
+                                        "eval_rows": 5039, "same_eval_rows": True, "met": False,
+                                        "all_wall_seconds": {"ours": [40.0], "theirs": [160.0]}}})
+    assert "ratio 0.25x" in text and "ours **0.950**, theirs **0.970**" in text and "NOT met" in text
+    assert "same 5039 eval rows (same rows in both splits: yes)" in text

@@ -24,7 +24,9 @@ def test_shipped_config_loads_and_overrides_are_typed():
     ("pipeline.root=../elsewhere", "pipeline.root", "'..' is not allowed"),
     ("data.input_dir=s3://bucket/x", "data.input_dir", "only local paths and gs://"),
     ("trainer.checkpoint_dir=gs://Bad_Bucket/ckpt", "trainer.checkpoint_dir", "not a valid GCS bucket"),
-    ("evaluator.accuracy_lower_bound=1.5", "evaluator.accuracy_lower_bound", "less than or equal to 1"),
+    ("evaluator.max_regression=-1", "evaluator.max_regression", "greater than or equal to 0"),
+    ("features.numeric=[bill_length_mm, bill_length_mm]", "features", "'bill_length_mm' is named twice (numeric)"),
+    ("features.task=ranking", "features.task", "'multiclass', 'binary' or 'regression'"),
     ("beam.direct_running_mode=fast", "beam.direct_running_mode", "in_memory"),
 ])
 def test_bad_values_are_rejected_naming_the_field(override, field, hint):

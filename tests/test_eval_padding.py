@@ -32,7 +32,8 @@ def _batches(pattern: str, pipelines: int, pipeline_id: int) -> list:
     from trainer import synthetic
     from trainer.data import record_dataset_fn
 
-    fn = record_dataset_fn(pattern, synthetic.feature_spec(), GLOBAL_BATCH, training=False)
+    layout = synthetic.layout()
+    fn = record_dataset_fn(pattern, synthetic.feature_spec(layout), GLOBAL_BATCH, label=layout.label, training=False)
     return list(fn(tf.distribute.InputContext(pipelines, pipeline_id, REPLICAS)))
 
 
@@ -40,7 +41,7 @@ def test_every_row_once_in_full_batches_and_whole_steps(eval_files):
     import numpy as np
     import tensorflow as tf
 
-    from trainer import features
+    from trainer import synthetic
 
     batches = _batches(eval_files, 1, 0)
     per_replica = GLOBAL_BATCH // REPLICAS
@@ -49,7 +50,7 @@ def test_every_row_once_in_full_batches_and_whole_steps(eval_files):
     weights = np.concatenate([w.numpy() for _, _, w in batches])
     assert weights.sum() == ROWS and set(weights) == {0.0, 1.0}
     real = np.concatenate([labels.numpy()[w.numpy() == 1] for _, labels, w in batches])
-    every = [int(tf.train.Example.FromString(r.numpy()).features.feature[features.LABEL_XF].int64_list.value[0])
+    every = [int(tf.train.Example.FromString(r.numpy()).features.feature[synthetic.layout().label].int64_list.value[0])
              for r in tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(eval_files)), compression_type="GZIP")]
     assert real.tolist() == every
 
@@ -70,20 +71,22 @@ from trainer.config import TrainerConfig
 from trainer.data import record_dataset_fn, split_label
 from trainer.model import build_model
 from trainer.state import build_state
-from trainer.steps import make_evaluate, per_example_loss
+from trainer.steps import make_evaluate
+from trainer.tasks import Multiclass
 
 pattern, batch = sys.argv[1], int(sys.argv[2])
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+layout, task = synthetic.layout(), Multiclass(synthetic.NUM_CLASSES)
 state = build_state(strategy, TrainerConfig(global_batch_size=batch),
-                    lambda: build_model(synthetic.VOCAB_SIZES, synthetic.NUM_CLASSES, [8]))
-fn = record_dataset_fn(pattern, synthetic.feature_spec(), batch, training=False)
+                    lambda: build_model(layout, synthetic.NUM_CLASSES, [8]), task)
+fn = record_dataset_fn(pattern, synthetic.feature_spec(layout), batch, label=layout.label, training=False)
 loss, acc = make_evaluate(strategy, state, strategy.distribute_datasets_from_function(fn))()
 records = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(pattern)), compression_type="GZIP").batch(10_000)
-features, labels = split_label(tf.io.parse_example(next(iter(records)), synthetic.feature_spec()))
+features, labels = split_label(tf.io.parse_example(next(iter(records)), synthetic.feature_spec(layout)), layout.label)
 logits = state.model(features, training=False)
 exact_acc = tf.reduce_mean(tf.cast(tf.argmax(logits, -1) == labels, tf.float32))
 print(json.dumps({"loss": float(loss), "accuracy": float(acc), "rows": int(labels.shape[0]),
-                  "exact_loss": float(tf.reduce_mean(per_example_loss(labels, logits))),
+                  "exact_loss": float(tf.reduce_mean(task.per_example_loss(labels, logits))),
                   "exact_accuracy": float(exact_acc)}))
 """
 

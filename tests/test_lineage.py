@@ -17,9 +17,11 @@ pytestmark = pytest.mark.e2e
 PENGUINS = Path(__file__).resolve().parent.parent / "data" / "penguins" / "penguins.csv"
 
 
-def _expected_digest() -> str:
+def _expected_digest(config) -> str:
+    """The source's bytes and the missing-value tokens it was read with."""
     sha = hashlib.sha256(PENGUINS.read_bytes()).hexdigest()
-    return hashlib.sha256(f"{sha}  penguins.csv\n".encode()).hexdigest()
+    tokens = json.dumps(sorted(config.data.missing_values))
+    return hashlib.sha256(f"{sha}  penguins.csv\nmissing_values {tokens}\n".encode()).hexdigest()
 
 
 def test_snapshot_digest_is_in_mlmd_and_examplegen_read_the_snapshot(safety_run):
@@ -31,12 +33,13 @@ def test_snapshot_digest_is_in_mlmd_and_examplegen_read_the_snapshot(safety_run)
                   for a in store.get_artifacts_by_id([e.artifact_id])
                   if a.type_id == store.get_artifact_type(DatasetSnapshot.TYPE_NAME).id]
     digest = snapshot.custom_properties["digest"].string_value
-    assert digest == _expected_digest() == safety_run.summary.snapshot_digest
+    assert digest == _expected_digest(safety_run.config) == safety_run.summary.snapshot_digest
     assert snapshot.custom_properties["rows"].int_value == 344
     assert f"data snapshot: {digest} (344 rows)" in safety_run.output
     data_dir = f"{safety_run.config.snapshots_root}/{digest}/data"
     assert example_gen.custom_properties["input_base"].string_value == data_dir
-    assert (Path(data_dir) / "penguins.csv").read_bytes() == PENGUINS.read_bytes()
+    # The snapshot holds the source with its NA cells emptied, everything else byte for byte.
+    assert (Path(data_dir) / "penguins.csv").read_bytes() == PENGUINS.read_bytes().replace(b"NA", b"")
 
 
 def test_lineage_of_the_pushed_version(safety_run, capsys):
@@ -47,10 +50,10 @@ def test_lineage_of_the_pushed_version(safety_run, capsys):
     store = open_store(safety_run.config.pipeline.metadata_path)
     model, push = find_model(store, version, safety_run.config.pipeline.serving_dir)
     lin = trace(store, model, push)
-    assert lin.digest == _expected_digest()
+    assert lin.digest == _expected_digest(safety_run.config)
     assert lin.trainer_config["train_steps"] == 200 and lin.trainer_config["seed"] == 42
     assert lin.code_version == code_version() and lin.code_version.split("-")[0] in out
-    assert lin.schema_file.endswith("schema/schema.pbtxt")
+    assert lin.schema_file.endswith("schema/penguins.pbtxt")
     assert lin.blessing.custom_properties["blessed"].int_value == 1
     assert [p.custom_properties["pushed_version"].string_value for p in lin.pushes] == [version]
     # Every step of the chain is printed, in order, with its artifact.

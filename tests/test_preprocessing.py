@@ -1,6 +1,6 @@
 """preprocessing_fn through real tf.Transform (Beam, in-process) on a few rows."""
 
-import csv
+import functools
 
 import numpy as np
 import pytest
@@ -9,8 +9,12 @@ import tensorflow_transform.beam as tft_beam
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from pipeline.config import load_config
 from trainer import features
 from trainer.preprocessing import preprocessing_fn
+
+PENGUINS = load_config("configs/local.yaml").features
+NUMERIC = [f.name for f in PENGUINS.numeric]
 
 
 def _row(species, island, bill_length, bill_depth, flipper, mass, sex):
@@ -35,10 +39,11 @@ TEST = [
 
 @pytest.fixture(scope="module")
 def transformed(tmp_path_factory):
-    schema = text_format.Parse(open("schema/schema.pbtxt").read(), schema_pb2.Schema())
+    schema = text_format.Parse(open("schema/penguins.pbtxt").read(), schema_pb2.Schema())
     metadata = tft.DatasetMetadata(schema)
+    fn = functools.partial(preprocessing_fn, custom_config={features.CONFIG_KEY: PENGUINS.model_dump()})
     with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tft"))):
-        (train_out, _), transform_fn = (TRAIN, metadata) | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn)
+        (train_out, _), transform_fn = (TRAIN, metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
         test_out, _ = ((TEST, metadata), transform_fn) | tft_beam.TransformDataset()
     return train_out, test_out
 
@@ -52,7 +57,9 @@ def test_numeric_features_are_z_scored_and_missing_values_imputed(transformed):
     present = np.array([3700, 3900, 5000])
     expected = (present - present.mean()) / present.std()
     np.testing.assert_allclose(masses[:3], expected, rtol=1e-5)
-    assert all(test[0][features.xf(n)] == pytest.approx(0.0, abs=1e-6) for n in features.NUMERIC)
+    assert all(test[0][features.xf(n)] == pytest.approx(0.0, abs=1e-6) for n in NUMERIC)
+    # year is ignored in the config: no model input.
+    assert features.xf("year") not in train[0]
 
 
 def test_categories_missing_and_unseen_get_their_own_ids(transformed):
@@ -67,19 +74,14 @@ def test_categories_missing_and_unseen_get_their_own_ids(transformed):
 
 def test_label_is_encoded_by_vocabulary(transformed):
     train, _ = transformed
-    labels = [r[features.LABEL_XF] for r in train]
+    labels = [r[features.xf("species")] for r in train]
     assert labels[0] == labels[1] != labels[2]
     assert sorted(set(labels)) == [0, 1, 2]
 
 
-def test_bundled_csv_is_palmerpenguins_with_na_as_empty_cells():
+def test_bundled_csv_is_palmerpenguins_byte_for_byte():
     import importlib.resources
 
     shipped = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
-    with shipped.open() as f:
-        original = [["" if v == "NA" else v for v in row] for row in csv.reader(f)]
-    with open("data/penguins/penguins.csv") as f:
-        ours = list(csv.reader(f))
-    assert ours == original
-    assert len(ours) == 345  # header + 344 rows, the incomplete ones included
-    assert sum("" in row for row in ours) == 11
+    with open("data/penguins/penguins.csv", "rb") as f:
+        assert f.read() == shipped.read_bytes()

@@ -16,7 +16,6 @@ from pipeline.local_runner import run_local
 from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir
 from pipeline.runs.summary import ACCURACY, summarize
 from tests.conftest import local_config
-from trainer import features
 
 pytestmark = pytest.mark.e2e
 
@@ -62,14 +61,14 @@ def test_report_shows_what_the_run_recorded(report):
     for c in summary.components:
         assert f"<td>{c.name}</td><td>{c.state}</td><td>{c.seconds:.1f}</td>" in components
     data = _section(page, "data")
-    for name in (*features.NUMERIC, *features.CATEGORICAL, features.LABEL):
+    for name in (*(f.name for f in (*config.features.numeric, *config.features.categorical)), config.features.label):
         assert f"<td>{name}</td>" in data
     # The bundled data misses the measurements in 2 of 344 rows: the table must show it.
     assert re.search(r"<td>bill_length_mm</td><td>float</td><td>(?!0\.0%)[0-9.]+%</td>", data)
     assert "every split matches the schema" in data
     evaluation = _section(page, "evaluation")
     assert f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>" in evaluation
-    assert f"&ge; {config.evaluator.accuracy_lower_bound:.4g}" in evaluation
+    assert f"&ge; {config.evaluator.lower_bound:.4g}" in evaluation
     assert "<b>Blessed</b>" in evaluation and "no blessed baseline yet" in evaluation
     assert summary.pushed_path in evaluation
     assert summary.snapshot_digest and summary.snapshot_digest in _section(page, "snapshot")
@@ -112,7 +111,7 @@ def test_a_rejected_candidate_shows_baseline_numbers_and_why(pipeline_run, tmp_p
     # The copied store still points at the first run's artifacts, which stay in place.
     shutil.copytree(config.pipeline.root_uri, root)
     second = local_config(root, "trainer.train_steps=20", "trainer.eval_every_steps=20",
-                          "evaluator.accuracy_lower_bound=0.999")
+                          "evaluator.lower_bound=0.999")
     summary = run_local(second, stream=open(os.devnull, "w"))
     assert summary.blessed is False and summary.pushed_path is None
     with open(os.path.join(run_dir(second, summary.run_id), REPORT_FILE)) as f:

@@ -33,7 +33,7 @@ def _start(overrides: list[str]) -> subprocess.Popen:
 
 
 def _recipe(config) -> span_data.Recipe:
-    return span_data.Recipe.from_schema(resolve(config.data.schema_file), label="species")
+    return span_data.Recipe.from_config(config)
 
 
 def _four_spans(directory) -> str:

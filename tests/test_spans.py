@@ -10,7 +10,7 @@ import pytest
 
 from components.snapshot import spans, store
 from components.snapshot.component import SPANS, SnapshotExecutor
-from pipeline.config import load_config, resolve
+from pipeline.config import load_config
 from pipeline.errors import ConfigError
 from pipeline.runs import span_data
 from tests.conftest import CONFIG
@@ -95,9 +95,12 @@ def test_window_2_of_four_spans_snapshots_exactly_spans_3_and_4(tmp_path):
 
 def test_span_data_resamples_and_drifts_from_the_schema(tmp_path):
     config = load_config(CONFIG)
-    recipe = span_data.Recipe.from_schema(resolve(config.data.schema_file), label="species")
+    recipe = span_data.Recipe.from_config(config)
     drift = recipe.drift
-    assert recipe.types[drift.numeric] == "FLOAT" and recipe.types[drift.categorical] == "BYTES"
+    # From the features section: a numeric FLOAT input and a categorical input, never the label.
+    assert drift.numeric in recipe.noisy and drift.numeric in {f.name for f in config.features.numeric}
+    assert drift.categorical in {f.name for f in config.features.categorical}
+    assert config.features.label not in {*recipe.noisy, drift.categorical} and "NA" in recipe.missing
     low, high = recipe.domains[drift.numeric]
     source = Path(__file__).parent.parent / "data" / "penguins" / "penguins.csv"
     dirs = span_data.write_spans(str(source), str(tmp_path), recipe, count=3, rows=200, drift_at=3)
@@ -108,13 +111,14 @@ def test_span_data_resamples_and_drifts_from_the_schema(tmp_path):
             return [r[name] for r in csv.DictReader(f)]
 
     def mean(values):
-        numbers = [float(v) for v in values if v]
+        numbers = [float(v) for v in values if v not in recipe.missing]
         return sum(numbers) / len(numbers)
 
     assert len(column(1, drift.numeric)) == 200
     assert 0.8 < mean(column(2, drift.numeric)) / mean(column(1, drift.numeric)) < 1.25
     assert 1.15 < mean(column(3, drift.numeric)) / mean(column(1, drift.numeric)) < 1.35
     # Still inside the schema's domain: the data gate must let it through to the drift gate.
-    assert all(low <= float(v) <= high for n in (1, 2, 3) for v in column(n, drift.numeric) if v)
+    assert all(low <= float(v) <= high for n in (1, 2, 3) for v in column(n, drift.numeric)
+               if v not in recipe.missing)
     common = max(set(column(1, drift.categorical)), key=column(1, drift.categorical).count)
     assert column(3, drift.categorical).count(common) < column(1, drift.categorical).count(common) / 2

@@ -245,6 +245,7 @@ def test_jit_step_refuses_an_op_xla_cannot_compile():
     import tf_keras
 
     from trainer.steps import make_gradient_fn
+    from trainer.tasks import Multiclass
 
     class StringRoundTrip(tf_keras.Model):
         """A host-only op in the model, the kind that can't run on a TPU."""
@@ -260,6 +261,7 @@ def test_jit_step_refuses_an_op_xla_cannot_compile():
     batch = (tf.ones([4, 2]), tf.zeros([4], tf.int64))
     model(batch[0])
     optimizer = tf_keras.optimizers.Adam()
-    make_gradient_fn(model, optimizer, 4, jit_compile=False)((batch,))  # fine without XLA
+    loss_fn = Multiclass(3).per_example_loss
+    make_gradient_fn(model, optimizer, 4, jit_compile=False, loss_fn=loss_fn)((batch,))  # fine without XLA
     with pytest.raises(tf.errors.InvalidArgumentError, match="AsString"):
-        make_gradient_fn(model, optimizer, 4, jit_compile=True)((batch,))
+        make_gradient_fn(model, optimizer, 4, jit_compile=True, loss_fn=loss_fn)((batch,))

@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saving
 
-from trainer import synthetic
+from trainer import synthetic, tasks
 from trainer.config import TrainerConfig
 from trainer.fit import TransformedData, fit_and_export
+from trainer.model import build_model
 from trainer.warm_start import restore_weights, vocabulary_mismatch, warm_start
 
 TRACED = "-traced"
@@ -34,9 +35,16 @@ def _export(model, directory):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("warm")
+    layout = synthetic.layout()
     return root, TransformedData(synthetic.write_examples(str(root / "train"), 1024, seed=0),
                                  synthetic.write_examples(str(root / "eval"), 256, seed=1),
-                                 synthetic.feature_spec(), synthetic.VOCAB_SIZES, synthetic.NUM_CLASSES)
+                                 synthetic.feature_spec(layout), label=layout.label,
+                                 task=tasks.Multiclass(synthetic.NUM_CLASSES),
+                                 model_fn=_model)
+
+
+def _model(vocab_sizes=None):
+    return build_model(synthetic.layout(vocab_sizes=vocab_sizes), synthetic.NUM_CLASSES)
 
 
 def _fit(root, data, name, steps, init_model=None, **cfg):
@@ -67,12 +75,10 @@ def test_first_evaluation_of_a_warm_start_beats_a_cold_start_at_the_same_step(ba
 
 def test_both_export_layouts_restore_the_same_weights(base):
     root, d, base_dir = base
-    from trainer.model import build_model
-
-    fresh = build_model(d.vocab_sizes, d.num_classes)
+    fresh = _model()
     restored = []
     for directory in (base_dir, base_dir + TRACED):
-        model = build_model(d.vocab_sizes, d.num_classes)
+        model = _model()
         assert restore_weights(model, directory) is None
         restored.append([v.numpy() for v in model.variables])
     assert len(restored[0]) == len(fresh.variables) >= 6
@@ -84,9 +90,7 @@ def test_both_export_layouts_restore_the_same_weights(base):
 def test_other_shapes_cold_start_and_say_why(base, caplog, layout):
     root, d, base_dir = base
     base_dir += layout
-    from trainer.model import build_model
-
-    model = build_model({**d.vocab_sizes, "island": d.vocab_sizes["island"] + 1}, d.num_classes)
+    model = _model({"c0": synthetic.CATEGORY_SIZE + 1})
     before = [v.numpy() for v in model.variables]
     assert "shapes changed since the base model" in restore_weights(model, base_dir)
     # Nothing half-restored.
@@ -111,6 +115,4 @@ def test_changed_vocabularies_are_named(tmp_path):
 
 def test_no_base_model_is_a_cold_start(base):
     root, d, _ = base
-    from trainer.model import build_model
-
-    assert warm_start(build_model(d.vocab_sizes, d.num_classes), None, str(root / "assets")) is False
+    assert warm_start(_model(), None, str(root / "assets")) is False

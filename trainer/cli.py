@@ -24,10 +24,11 @@ import tensorflow as tf
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from trainer import synthetic
+from trainer import synthetic, tasks
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.data import BatchSizeError
 from trainer.fit import TransformedData, fit_and_export
+from trainer.model import build_model
 from trainer.strategy import StrategyError
 
 # Exit codes: preempted is "try again" (EX_TEMPFAIL); a restart resumes.
@@ -91,12 +92,16 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpu_devices)
 
+    cfg = job.trainer
+    layout = synthetic.layout(vocab_sizes=job.vocab_sizes)
+
     def read_data() -> TransformedData:
-        return TransformedData(job.train_files, job.eval_files, synthetic.feature_spec(),
-                               job.vocab_sizes, job.num_classes)
+        return TransformedData(job.train_files, job.eval_files, synthetic.feature_spec(layout),
+                               label=layout.label, task=tasks.Multiclass(job.num_classes),
+                               model_fn=lambda: build_model(layout, job.num_classes, cfg.hidden_units, cfg.l2))
 
     try:
-        fitted = fit_and_export(job.trainer, read_data, checkpoint_dir=job.checkpoint_dir, logdir=job.logdir,
+        fitted = fit_and_export(cfg, read_data, checkpoint_dir=job.checkpoint_dir, logdir=job.logdir,
                                 export_dir=job.export_dir, export=tf.saved_model.save)
     except (StrategyError, BatchSizeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -11,18 +11,16 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from trainer import features
-
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
-def split_label(batch: dict) -> tuple[dict, tf.Tensor]:
+def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
     batch = dict(batch)
-    return batch, batch.pop(features.LABEL_XF)
+    return batch, batch.pop(label)
 
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
-                      *, training: bool, seed: int = 0, micro_batches: int = 1,
+                      *, label: str, training: bool, seed: int = 0, micro_batches: int = 1,
                       max_batches: int = 0) -> DatasetFn:
     """A dataset_fn for `strategy.distribute_datasets_from_function`.
 
@@ -32,6 +30,7 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     Evaluation data is read once, in file order, as (features, labels, weights)
     batches padded to the static shape TPUs need (see _padded_eval_batches);
     `max_batches` > 0 caps the batches each input pipeline yields (a quick eval).
+    `label` is the transformed label feature, split off as the labels.
     """
     files = sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
                    else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
@@ -43,9 +42,9 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
         per_replica = per_replica_batch_size(global_batch_size, ctx.num_replicas_in_sync, micro_batches)
         records = _shard_records(files, ctx)
         if training:
-            ds = _shuffled_epochs(records, feature_spec, per_replica, seed)
+            ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed)
         else:
-            ds = _padded_eval_batches(records, feature_spec, per_replica,
+            ds = _padded_eval_batches(records, feature_spec, label, per_replica,
                                       ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches)
         return ds.prefetch(tf.data.AUTOTUNE)
 
@@ -64,8 +63,8 @@ def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data
     return ds
 
 
-def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, batch_size: int, replicas: int,
-                         max_batches: int) -> tf.data.Dataset:
+def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, label: str, batch_size: int,
+                         replicas: int, max_batches: int) -> tf.data.Dataset:
     """Every eval row exactly once, in batches of the static size TPUs need.
 
     Dropping the last partial batch (86 eval rows at 64 per replica lose 22)
@@ -76,7 +75,7 @@ def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, batch_siz
     exactly the real rows.
     """
     def weighted(serialized):
-        features, labels = split_label(tf.io.parse_example(serialized, feature_spec))
+        features, labels = split_label(tf.io.parse_example(serialized, feature_spec), label)
         real = tf.shape(labels)[0]
         weights = tf.ones([real], tf.float32)
 
@@ -105,7 +104,8 @@ def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, batch_siz
             .filter(lambda batch, kept: kept).map(lambda batch, kept: batch))
 
 
-def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, batch_size: int, seed: int) -> tf.data.Dataset:
+def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, batch_size: int,
+                     seed: int) -> tf.data.Dataset:
     """Parse the shard once into host memory, then batch endless seeded permutations of it.
 
     Gathering a batch from parsed columns costs about the same at any batch
@@ -127,7 +127,7 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, batch_size: i
             return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size]))
 
         return tf.data.Dataset.counter().flat_map(draw).map(
-            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}))
+            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
 
     return records.batch(_WHOLE_SHARD).flat_map(batches)
 

@@ -1,9 +1,10 @@
 """SavedModel export: what TF Serving and TFMA call.
 
 `serving_default` takes serialized tf.Example protos with the raw features
-(exactly what a TF Serving client sends), runs the Transform graph, and returns
-class probabilities, the class id and the class name. `transform_features`
-lets TFMA compute the transformed label from raw eval examples.
+(exactly what a TF Serving client sends: the model's input columns, no label),
+runs the Transform graph, and returns what the task serves (trainer/tasks.py:
+class probabilities, id and name; a probability; or a prediction).
+`transform_features` lets TFMA compute the transformed label from raw eval examples.
 """
 
 from __future__ import annotations
@@ -14,37 +15,42 @@ import tf_keras
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saving
 
 from trainer import features
+from trainer.feature_config import ResolvedFeatures
+from trainer.tasks import Task
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
-PROBABILITIES = "probabilities"
 
 
 class ServingModule(tf.Module):
-    def __init__(self, model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput):
+    def __init__(self, model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput, task: Task,
+                 resolved: ResolvedFeatures):
         super().__init__()
         self.model = model
+        self.task = task
         self.tft_layer = tf_transform_output.transform_features_layer()
-        self.class_names = tf.constant(tf_transform_output.vocabulary_by_name(features.LABEL))
+        self.class_names = None
+        if resolved.task == "multiclass":
+            self.class_names = tf.constant(tf_transform_output.vocabulary_by_name(
+                features.vocab_name(resolved.label)))
         self._raw_spec = tf_transform_output.raw_feature_spec()
-        self._request_spec = {k: v for k, v in self._raw_spec.items() if k != features.LABEL}
+        # Clients send neither the label nor the columns the model does not use.
+        unsent = {resolved.label, *resolved.unused}
+        self._request_spec = {k: v for k, v in self._raw_spec.items() if k not in unsent}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False)
     def serve(self, examples):
         transformed = self.tft_layer(tf.io.parse_example(examples, self._request_spec))
-        probabilities = tf.nn.softmax(self.model(transformed, training=False))
-        class_id = tf.argmax(probabilities, axis=1)
-        return {PROBABILITIES: probabilities, "class_id": class_id,
-                "class_name": tf.gather(self.class_names, class_id)}
+        return self.task.serve(self.model(transformed, training=False), self.class_names)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False)
     def transform_features(self, examples):
         return self.tft_layer(tf.io.parse_example(examples, self._raw_spec))
 
 
-def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
-                         export_dir: str) -> str:
-    module = ServingModule(model, tf_transform_output)
+def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput, task: Task,
+                         resolved: ResolvedFeatures, export_dir: str) -> str:
+    module = ServingModule(model, tf_transform_output, task, resolved)
     # TF Serving and TFMA call only the two signatures. By default tf_keras also
     # traces every layer's call (with autograph) into the SavedModel: ~85% of
     # the export's time. Keras's own save(save_traces=False) sets this scope; it

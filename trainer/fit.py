@@ -17,8 +17,8 @@ import tf_keras
 from trainer.config import TrainerConfig
 from trainer.data import record_dataset_fn
 from trainer.loop import TrainResult, train
-from trainer.model import build_model
 from trainer.strategy import chief_or_temp_dir, is_chief, make_strategy
+from trainer.tasks import Task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,8 +27,9 @@ class TransformedData:
     train_files: str | list[str]  # globs of gzipped TFRecords
     eval_files: str | list[str] | None  # None: no evaluation
     feature_spec: dict
-    vocab_sizes: dict[str, int]  # per categorical feature, OOV buckets included
-    num_classes: int
+    label: str  # the transformed label feature, split off as the labels
+    task: Task  # loss, metric (trainer/tasks.py)
+    model_fn: Callable[[], tf_keras.Model]  # called under the strategy's scope
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,21 +57,23 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
     """
     strategy = make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
     data = read_data()
-    train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, training=True,
+    train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, label=data.label,
+                                 training=True,
                                  seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
     eval_fn = None
     if data.eval_files is not None:
         # Padded, weighted batches: static shapes on every strategy, and every row counted.
-        eval_fn = record_dataset_fn(data.eval_files, data.feature_spec, cfg.global_batch_size, training=False,
-                                    max_batches=cfg.eval_batches)
+        eval_fn = record_dataset_fn(data.eval_files, data.feature_spec, cfg.global_batch_size, label=data.label,
+                                    training=False, max_batches=cfg.eval_batches)
 
     def model_fn():
-        model = build_model(data.vocab_sizes, data.num_classes, cfg.hidden_units, cfg.l2)
+        model = data.model_fn()
         if init_model is not None:
             init_model(model)
         return model
 
-    result = train(strategy, cfg, model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir)
+    result = train(strategy, cfg, model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir,
+                   task=data.task)
     exported = None
     if export_dir and not result.preempted:
         exported = _export_from_chief(strategy, result.model, export_dir, export)

@@ -24,6 +24,7 @@ from trainer.hooks import Checkpointer, Preemption, Profiler, Summaries
 from trainer.state import TrainState, build_state
 from trainer.steps import make_evaluate, make_train_steps
 from trainer.strategy import chief_or_temp_dir, is_chief
+from trainer.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,15 @@ class TrainResult:
 def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
           model_fn: Callable[[], tf_keras.Model],
           train_dataset_fn: DatasetFn, eval_dataset_fn: Optional[DatasetFn],
-          checkpoint_dir: str, logdir: Optional[str] = None) -> TrainResult:
+          checkpoint_dir: str, logdir: Optional[str] = None, *, task: Task) -> TrainResult:
     """Train `model_fn()` under `strategy` for cfg.train_steps optimizer steps,
-    resuming from the latest checkpoint in `checkpoint_dir` if there is one."""
+    resuming from the latest checkpoint in `checkpoint_dir` if there is one.
+    `task` (trainer/tasks.py) gives the loss and the metric, logged under its name."""
     global_batch = cfg.global_batch_size
     # Fail before any tracing if the batch doesn't divide.
     per_replica_batch_size(global_batch, strategy.num_replicas_in_sync, cfg.gradient_accumulation_steps)
-    state = build_state(strategy, cfg, model_fn)
+    state = build_state(strategy, cfg, model_fn, task)
+    metric = task.metric_name
     ckpt = Checkpointer(checkpoint_dir, chief_or_temp_dir(strategy, checkpoint_dir, "checkpoints"),
                         cfg.checkpoints_to_keep, **state.checkpointed())
     ckpt.restore()
@@ -75,11 +78,11 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             step += n
             examples_per_second = n * global_batch / (time.perf_counter() - start)
             profiler.after(step)
-            summaries.write(step, {"loss": loss, "accuracy": acc, "learning_rate": float(state.schedule(step - 1)),
+            summaries.write(step, {"loss": loss, metric: acc, "learning_rate": float(state.schedule(step - 1)),
                                    "examples_per_second": examples_per_second})
 
             if step % cfg.eval_every_steps == 0 or step == cfg.train_steps:
-                record = {"step": step, "loss": loss, "accuracy": acc}
+                record = {"step": step, "loss": loss, metric: acc}
                 if evaluate is not None:
                     record.update(_evaluate(evaluate, state, summaries, step))
                     stopped_early = state.patience_exhausted(cfg.early_stopping_patience)
@@ -122,7 +125,8 @@ def _steps_to_next_boundary(step: int, cfg: TrainerConfig) -> int:
 
 def _evaluate(evaluate: Callable, state: TrainState, summaries: Summaries, step: int) -> dict[str, float]:
     """One eval pass: its metrics, written to TensorBoard and counted for early stopping."""
-    eval_loss, eval_accuracy = (float(x) for x in evaluate())
-    summaries.write(step, {"eval_loss": eval_loss, "eval_accuracy": eval_accuracy})
+    eval_loss, eval_metric = (float(x) for x in evaluate())
+    record = {"eval_loss": eval_loss, f"eval_{state.task.metric_name}": eval_metric}
+    summaries.write(step, record)
     state.record_eval(eval_loss)
-    return {"eval_loss": eval_loss, "eval_accuracy": eval_accuracy}
+    return record

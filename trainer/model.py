@@ -1,45 +1,82 @@
-"""The Keras (tf_keras) classifier over Transform's outputs."""
+"""The Keras (tf_keras) model over Transform's outputs, shaped by the data's layout."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Optional
 
 import tensorflow as tf
 import tf_keras
 
-from trainer import features
+from trainer.config import TrainerConfig
+from trainer.features import ModelLayout, vocab_name
+
+# builder(layout, width, trainer_config) -> a built tf_keras.Model with `width` outputs per example.
+ModelBuilder = Callable[[ModelLayout, int, TrainerConfig], tf_keras.Model]
 
 
-class PenguinClassifier(tf_keras.Model):
-    """A small MLP: z-scored numbers plus one-hot categories in, class logits out.
+class TabularModel(tf_keras.Model):
+    """An MLP: dense numbers, one-hot small categories and embedded large ones in,
+    `width` raw scores out (logits, or a standardized value; see trainer/tasks.py).
 
     Takes the transformed feature dict, so the same model serves training
     (pre-transformed TFRecords) and serving (raw examples through the
-    Transform layer in the exported signature).
+    Transform layer in the exported signature). Every shape is static: the
+    category sizes come from Transform's schema, not from the data at run time.
     """
 
-    def __init__(self, vocab_sizes: dict[str, int], num_classes: int,
-                 hidden_units=(16, 16), l2: float = 0.0, **kwargs):
+    def __init__(self, layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_sizes = dict(vocab_sizes)
+        self.layout = layout
         reg = tf_keras.regularizers.L2(l2) if l2 else None
+        self.embeddings = {c.name: tf_keras.layers.Embedding(c.size, c.embedding_dim,
+                                                             name=f"embed_{vocab_name(c.name)}")
+                           for c in layout.categorical if c.embedding_dim}
         self.hidden = [tf_keras.layers.Dense(u, activation="relu", kernel_regularizer=reg)
                        for u in hidden_units]
-        # Logits stay float32 under mixed precision: softmax/loss need the range.
-        self.logits = tf_keras.layers.Dense(num_classes, dtype="float32")
+        # Outputs stay float32 under mixed precision: softmax/loss need the range.
+        self.logits = tf_keras.layers.Dense(width, dtype="float32")
 
     def call(self, inputs):
-        numeric = [tf.reshape(tf.cast(inputs[features.xf(n)], tf.float32), [-1, 1])
-                   for n in features.NUMERIC]
-        onehot = [tf.one_hot(tf.reshape(inputs[features.xf(n)], [-1]), self.vocab_sizes[n])
-                  for n in features.CATEGORICAL]
-        x = tf.concat(numeric + onehot, axis=1)
+        parts = [tf.reshape(tf.cast(inputs[n], tf.float32), [-1, 1]) for n in self.layout.dense]
+        for c in self.layout.categorical:
+            ids = tf.reshape(inputs[c.name], [-1])
+            if c.embedding_dim:
+                parts.append(tf.cast(self.embeddings[c.name](ids), tf.float32))
+            else:
+                parts.append(tf.one_hot(ids, c.size))
+        x = tf.concat(parts, axis=1)
         for layer in self.hidden:
             x = layer(x)
         return self.logits(x)
 
 
-def build_model(vocab_sizes: dict[str, int], num_classes: int, hidden_units=(16, 16),
-                l2: float = 0.0) -> PenguinClassifier:
+def build_model(layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0) -> TabularModel:
     """Build and create the variables (needed before checkpoint restore and strategy.run)."""
-    model = PenguinClassifier(vocab_sizes, num_classes, hidden_units, l2)
-    dummy = {features.xf(n): tf.zeros([1], tf.float32) for n in features.NUMERIC}
-    dummy.update({features.xf(n): tf.zeros([1], tf.int64) for n in features.CATEGORICAL})
-    model(dummy)
+    model = TabularModel(layout, width, hidden_units, l2)
+    model(dummy_batch(layout))
     return model
+
+
+def dummy_batch(layout: ModelLayout, rows: int = 1) -> dict[str, tf.Tensor]:
+    batch = {n: tf.zeros([rows], tf.float32) for n in layout.dense}
+    batch.update({c.name: tf.zeros([rows], tf.int64) for c in layout.categorical})
+    return batch
+
+
+def default_builder(layout: ModelLayout, width: int, cfg: TrainerConfig) -> tf_keras.Model:
+    return build_model(layout, width, cfg.hidden_units, cfg.l2)
+
+
+def load_builder(import_path: Optional[str]) -> ModelBuilder:
+    """features.model_builder ('package.module.function'), or the MLP above."""
+    if not import_path:
+        return default_builder
+    module, _, name = import_path.rpartition(".")
+    try:
+        builder = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"features.model_builder: cannot import {import_path!r}: {e}") from e
+    if not callable(builder):
+        raise ValueError(f"features.model_builder: {import_path!r} is not callable")
+    return builder

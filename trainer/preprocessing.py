@@ -1,14 +1,94 @@
-"""Transform's preprocessing_fn: impute, scale and encode the raw penguin rows.
+"""Transform's preprocessing_fn, driven by the config's `features` section.
 
 Rows with missing values are kept: a missing number becomes the training mean
-(then z-scored), a missing category becomes its own category, and a category
-never seen in training falls into an out-of-vocabulary bucket.
+(after clip/log, before z-scoring or bucketizing), a missing category becomes
+its own category (the empty string), and a category never seen in training
+falls into an out-of-vocabulary (or hash) bucket. Every categorical output
+carries its id range in the transformed schema, which is how the model sizes
+its one-hot and embedding inputs statically.
 """
+
+from __future__ import annotations
+
+import logging
 
 import tensorflow as tf
 import tensorflow_transform as tft
+from tensorflow_transform import schema_inference
 
 from trainer import features
+from trainer.feature_config import CategoricalFeature, FeatureConfig, NumericFeature, resolve
+
+log = logging.getLogger(__name__)
+
+
+def preprocessing_fn(inputs, custom_config):
+    resolved = resolve(features.from_custom_config(custom_config), features.column_types(inputs))
+    log.info("features:\n%s", resolved.describe())
+    outputs = {features.xf(f.name): _numeric(inputs[f.name], f) for f in resolved.numeric}
+    outputs.update({features.xf(f.name): _categorical(inputs[f.name], f) for f in resolved.categorical})
+    # Serving requests carry no label: the exported Transform layer prunes this
+    # output when its input is absent.
+    outputs[features.xf(resolved.label)] = _label(inputs[resolved.label], resolved.config)
+    return outputs
+
+
+def _numeric(x, f: NumericFeature):
+    raw = _map_values(x, lambda v: tf.cast(v, tf.float32))
+    if f.clip:
+        raw = _map_values(raw, lambda v: tf.clip_by_value(v, *f.clip))
+    if f.log:
+        raw = _map_values(raw, lambda v: tf.math.log1p(tf.maximum(v, 0.0)))
+    present = _values(raw)
+    mean = tft.mean(present)
+    value = _dense(raw, float("nan"))
+    value = tf.where(tf.math.is_nan(value), mean, value)
+    if f.bucketize:
+        # Boundaries from the present values only: imputed means would crowd one bucket.
+        boundaries = tft.quantiles(present, f.bucketize, epsilon=0.01 if f.bucketize < 100 else 0.001)
+        return _with_range(tft.apply_buckets(value, boundaries), f.bucketize)
+    if f.z_score:
+        std = tf.sqrt(tft.var(present))
+        return (value - mean) / tf.maximum(std, 1e-6)
+    return value
+
+
+def _categorical(x, f: CategoricalFeature):
+    if f.int_range is not None:
+        low, high = f.int_range
+        value = _dense(x, tf.constant(low - 1, x.dtype))  # missing: out of range
+        inside = (value >= low) & (value <= high)
+        size = high - low + 2
+        return _with_range(tf.where(inside, tf.cast(value - low, tf.int64), size - 1), size)
+    strings = _strings(x)
+    if f.hash_buckets:
+        return _with_range(tf.strings.to_hash_bucket_fast(strings, f.hash_buckets), f.hash_buckets)
+    return tft.compute_and_apply_vocabulary(strings, top_k=f.top_k, num_oov_buckets=f.oov_buckets,
+                                            vocab_filename=features.vocab_name(f.name))
+
+
+def _label(x, config: FeatureConfig):
+    if config.task == "multiclass":
+        return tft.compute_and_apply_vocabulary(_strings(x), vocab_filename=features.vocab_name(config.label))
+    if config.task == "binary":
+        if config.positive_class is not None or x.dtype == tf.string:
+            positive = tf.equal(_strings(x), config.positive_class)
+        else:
+            positive = tf.not_equal(_dense(x, tf.zeros([], x.dtype)), 0)
+        return _with_range(tf.cast(positive, tf.int64), 2)
+    return _dense(_map_values(x, lambda v: tf.cast(v, tf.float32)), float("nan"))
+
+
+def _with_range(ids, size: int):
+    """Record ids in [0, size) in the transformed schema (int_domain): the model's static sizes."""
+    schema_inference.set_tensor_schema_override(ids, tf.constant(0, tf.int64), tf.constant(size - 1, tf.int64))
+    return ids
+
+
+def _strings(x):
+    """[batch] strings; numbers are formatted, a missing value is ''."""
+    x = _map_values(x, lambda v: v if v.dtype == tf.string else tf.strings.as_string(v))
+    return _dense(x, "")
 
 
 def _dense(x, default):
@@ -19,30 +99,11 @@ def _dense(x, default):
     return tf.reshape(x, [-1])
 
 
-def _to_float(x):
+def _map_values(x, fn):
     if isinstance(x, tf.SparseTensor):
-        return tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
-    return tf.cast(x, tf.float32)
+        return tf.SparseTensor(x.indices, fn(x.values), x.dense_shape)
+    return fn(x)
 
 
 def _values(x):
     return x.values if isinstance(x, tf.SparseTensor) else x
-
-
-def preprocessing_fn(inputs):
-    outputs = {}
-    for name in features.NUMERIC:
-        raw = _to_float(inputs[name])
-        mean = tft.mean(_values(raw))
-        std = tf.sqrt(tft.var(_values(raw)))
-        value = _dense(raw, float("nan"))
-        value = tf.where(tf.math.is_nan(value), mean, value)
-        outputs[features.xf(name)] = (value - mean) / tf.maximum(std, 1e-6)
-    for name in features.CATEGORICAL:
-        outputs[features.xf(name)] = tft.compute_and_apply_vocabulary(
-            _dense(inputs[name], ""), num_oov_buckets=features.OOV_BUCKETS, vocab_filename=name)
-    # Serving requests carry no label: the exported Transform layer prunes this
-    # output when its input is absent.
-    outputs[features.LABEL_XF] = tft.compute_and_apply_vocabulary(
-        _dense(inputs[features.LABEL], ""), vocab_filename=features.LABEL)
-    return outputs

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Optional
 
 import tensorflow_transform as tft
 
-from trainer import features
 from trainer.config import TrainerConfig
 from trainer.export import export_serving_model
 from trainer.fit import TransformedData, fit_and_export
+from trainer.spec import TrainingSpec, training_spec
 from trainer.warm_start import warm_start
 
 log = logging.getLogger(__name__)
@@ -35,19 +36,20 @@ def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):
 def run_fn(fn_args) -> None:
     cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
+    spec: Optional[TrainingSpec] = None  # read_data sets it; the export needs its task and features
 
     def read_data() -> TransformedData:
-        return TransformedData(
-            fn_args.train_files, fn_args.eval_files, tft_output.transformed_feature_spec(),
-            vocab_sizes={n: tft_output.vocabulary_size_by_name(n) + features.OOV_BUCKETS
-                         for n in features.CATEGORICAL},
-            num_classes=tft_output.vocabulary_size_by_name(features.LABEL))
+        nonlocal spec
+        spec = training_spec(fn_args.custom_config, tft_output, fn_args.train_files)
+        return TransformedData(fn_args.train_files, fn_args.eval_files, tft_output.transformed_feature_spec(),
+                               label=spec.layout.label, task=spec.task, model_fn=lambda: spec.build_model(cfg))
 
     fitted = fit_and_export(
         cfg, read_data,
         checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
         logdir=fn_args.model_run_dir, export_dir=fn_args.serving_model_dir,
-        export=lambda model, directory: export_serving_model(model, tft_output, directory),
+        export=lambda model, directory: export_serving_model(model, tft_output, spec.task, spec.resolved,
+                                                             directory),
         init_model=_warm_start(cfg, fn_args, tft_output))
     if fitted.result.preempted:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")

@@ -13,6 +13,7 @@ import tf_keras
 
 from trainer.config import TrainerConfig
 from trainer.strategy import precision_policy
+from trainer.tasks import Task
 
 
 class WarmupSchedule(tf_keras.optimizers.schedules.LearningRateSchedule):
@@ -36,10 +37,13 @@ class TrainState:
     model: tf_keras.Model
     optimizer: tf_keras.optimizers.legacy.Optimizer  # or a LossScaleOptimizer around one
     schedule: WarmupSchedule
+    task: Task  # the loss and the metric
     train_loss: tf_keras.metrics.Mean
-    train_acc: tf_keras.metrics.SparseCategoricalAccuracy
+    # The task's metric (accuracy, or rmse for regression) from the model's raw outputs;
+    # it takes sample weights, which the padded eval batches need.
+    train_acc: tf_keras.metrics.Metric
     eval_loss: tf_keras.metrics.Mean
-    eval_acc: tf_keras.metrics.SparseCategoricalAccuracy
+    eval_acc: tf_keras.metrics.Metric
     # Early-stopping state lives in the checkpoint so a resumed run decides alike.
     best_eval_loss: tf.Variable
     evals_without_improvement: tf.Variable
@@ -61,7 +65,7 @@ class TrainState:
 
 
 def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
-                model_fn: Callable[[], tf_keras.Model]) -> TrainState:
+                model_fn: Callable[[], tf_keras.Model], task: Task) -> TrainState:
     """Seed, then build `model_fn()` and the optimizer under the strategy and precision policy."""
     tf_keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
@@ -80,11 +84,11 @@ def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             if policy == "mixed_float16":
                 optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
             return TrainState(
-                model, optimizer, schedule,
+                model, optimizer, schedule, task,
                 train_loss=tf_keras.metrics.Mean("loss"),
-                train_acc=tf_keras.metrics.SparseCategoricalAccuracy("accuracy"),
+                train_acc=task.metric(task.metric_name),
                 eval_loss=tf_keras.metrics.Mean("eval_loss"),
-                eval_acc=tf_keras.metrics.SparseCategoricalAccuracy("eval_accuracy"),
+                eval_acc=task.metric(f"eval_{task.metric_name}"),
                 best_eval_loss=tf.Variable(math.inf, trainable=False, dtype=tf.float32),
                 evals_without_improvement=tf.Variable(0, trainable=False, dtype=tf.int64))
     finally:

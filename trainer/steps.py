@@ -17,13 +17,11 @@ from trainer.config import TrainerConfig
 from trainer.state import TrainState
 
 
-def per_example_loss(labels, logits):
-    return tf_keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
-
-
-def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, jit_compile: bool):
+def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, jit_compile: bool,
+                     loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]):
     """Forward and backward over one step's micro-batches on one replica: the part XLA/TPU compiles.
 
+    `loss_fn(labels, logits)` is the task's per-example loss (trainer/tasks.py).
     Returns the summed gradients and, per micro-batch, (labels, logits, losses)
     for the metrics. Each loss is divided by the global batch, so summing the
     gradients over micro-batches and replicas gives the global-batch mean.
@@ -39,7 +37,7 @@ def make_gradient_fn(model: tf_keras.Model, optimizer, global_batch_size: int, j
         for features, labels in micro_batches:
             with tf.GradientTape() as tape:
                 logits = model(features, training=True)
-                losses = per_example_loss(labels, logits)
+                losses = loss_fn(labels, logits)
                 loss = tf.nn.compute_average_loss(losses, global_batch_size=global_batch_size)
                 if model.losses:
                     loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses)) / len(micro_batches)
@@ -73,13 +71,14 @@ def _results(*metrics) -> tuple:
 
 def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: TrainerConfig) -> TrainSteps:
     """The host call `train_steps(iterator, num_steps, stop_requested)`: `num_steps`
-    optimizer steps; returns their mean loss and accuracy, and whether any worker
+    optimizer steps; returns their mean loss and task metric, and whether any worker
     has asked to stop."""
     model, optimizer, k = state.model, state.optimizer, cfg.gradient_accumulation_steps
     train_loss, train_acc = state.train_loss, state.train_acc
     # TPUStrategy compiles the whole replica step with XLA anyway.
     gradients = make_gradient_fn(model, optimizer, cfg.global_batch_size,
-                                 cfg.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy))
+                                 cfg.jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy),
+                                 state.task.per_example_loss)
 
     # Autograph is needed only for the tf.range loops around these; converting
     # them (and the Keras metrics they call) took most of the ~9 s of tracing.
@@ -111,7 +110,7 @@ def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: T
 
 def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
                   eval_data: tf.distribute.DistributedDataset) -> Callable[[], tuple[tf.Tensor, tf.Tensor]]:
-    """`evaluate()`: eval loss and accuracy over one pass of `eval_data`."""
+    """`evaluate()`: eval loss and task metric over one pass of `eval_data`."""
     model, eval_loss, eval_acc = state.model, state.eval_loss, state.eval_acc
 
     @tf.autograph.experimental.do_not_convert
@@ -119,7 +118,7 @@ def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
         # Padding rows (trainer/data.py) weigh 0: the metrics cover exactly the real rows.
         features, labels, weights = batch
         logits = model(features, training=False)
-        eval_loss.update_state(per_example_loss(labels, logits), sample_weight=weights)
+        eval_loss.update_state(state.task.per_example_loss(labels, logits), sample_weight=weights)
         eval_acc.update_state(labels, logits, sample_weight=weights)
 
     @tf.function

@@ -1,58 +1,76 @@
 """Learnable synthetic data in Transform's output format, for runs without the pipeline.
 
 The records look exactly like the Transform component's transformed_examples
-(gzipped TFRecords of tf.Examples with the `*_xf` features of
-trainer/preprocessing.py), so the trainer, its tests and the benchmark read
-them through the same input code as the real pipeline's data.
+for a features section (gzipped TFRecords of tf.Examples with the `*_xf`
+features of trainer/preprocessing.py: z-scored numbers, category ids, the
+class id), so the trainer, its tests and the benchmark read them through the
+same input code as the real pipeline's data. The columns come from a
+FeatureConfig; by default a generic one of four numbers and two categories.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
 
-from trainer import features
+from trainer.feature_config import FeatureConfig
+from trainer.features import CategoricalInput, ModelLayout, xf
 
-# Vocabulary sizes (with the OOV bucket) and classes of the synthetic data;
-# the real penguins data has the same shape: 3 islands, 2 sexes plus "missing".
-VOCAB_SIZES = {"island": 3 + features.OOV_BUCKETS, "sex": 3 + features.OOV_BUCKETS}
+DEFAULT_FEATURES = FeatureConfig(label="label", numeric=["x0", "x1", "x2", "x3"], categorical=["c0", "c1"])
+# Ids per categorical feature (vocabulary plus OOV bucket) and the classes.
+CATEGORY_SIZE = 4
 NUM_CLASSES = 3
+VOCAB_SIZES = {f.name: CATEGORY_SIZE for f in DEFAULT_FEATURES.categorical}
 
 
-def feature_spec() -> dict:
+def layout(config: FeatureConfig = DEFAULT_FEATURES, vocab_sizes: Optional[dict[str, int]] = None) -> ModelLayout:
+    """The model layout of `config`'s named features; categories have `vocab_sizes[name]` ids."""
+    sizes = {f.name: CATEGORY_SIZE for f in config.categorical}
+    sizes.update(vocab_sizes or {})
+    return ModelLayout(dense=tuple(xf(f.name) for f in config.numeric),
+                       categorical=tuple(CategoricalInput(xf(n), size, 0) for n, size in sizes.items()),
+                       label=xf(config.label))
+
+
+def feature_spec(model_layout: ModelLayout) -> dict:
     """The parsing spec: what TFTransformOutput.transformed_feature_spec() gives for preprocessing_fn."""
-    spec = {features.xf(n): tf.io.FixedLenFeature([], tf.float32) for n in features.NUMERIC}
-    spec.update({features.xf(n): tf.io.FixedLenFeature([], tf.int64) for n in features.CATEGORICAL})
-    spec[features.LABEL_XF] = tf.io.FixedLenFeature([], tf.int64)
+    spec = {n: tf.io.FixedLenFeature([], tf.float32) for n in model_layout.dense}
+    spec.update({c.name: tf.io.FixedLenFeature([], tf.int64) for c in model_layout.categorical})
+    spec[model_layout.label] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 
 
-def write_examples(directory: str, num_examples: int, *, shards: int = 2, seed: int = 0) -> str:
+def write_examples(directory: str, num_examples: int, *, shards: int = 2, seed: int = 0,
+                   model_layout: Optional[ModelLayout] = None, num_classes: int = NUM_CLASSES) -> str:
     """Write `num_examples` rows in `shards` files; returns their glob pattern.
 
     Each class has its own centre in the numeric features and its own favourite
-    island, plus noise, so a small MLP can learn it but not instantly.
+    value of the first categorical feature, plus noise, so a small MLP can
+    learn it but not instantly.
     """
+    model_layout = model_layout or layout()
+    n_dense = len(model_layout.dense)
     # The class centres are fixed, so splits written with different seeds share a distribution.
-    centres = np.random.default_rng(1234).normal(0.0, 1.0, (NUM_CLASSES, len(features.NUMERIC)))
+    centres = np.random.default_rng(1234).normal(0.0, 1.0, (num_classes, n_dense))
     rng = np.random.default_rng(seed)
-    labels = rng.integers(0, NUM_CLASSES, num_examples)
-    numeric = centres[labels] + rng.normal(0.0, 0.8, (num_examples, len(features.NUMERIC)))
-    island = np.where(rng.random(num_examples) < 0.7, labels % VOCAB_SIZES["island"],
-                      rng.integers(0, VOCAB_SIZES["island"], num_examples))
-    sex = rng.integers(0, VOCAB_SIZES["sex"], num_examples)
+    labels = rng.integers(0, num_classes, num_examples)
+    numeric = centres[labels] + rng.normal(0.0, 0.8, (num_examples, n_dense))
+    ids = {}
+    for i, c in enumerate(model_layout.categorical):
+        noise = rng.integers(0, c.size, num_examples)
+        ids[c.name] = np.where(rng.random(num_examples) < 0.7, labels % c.size, noise) if i == 0 else noise
 
     os.makedirs(directory, exist_ok=True)
     options = tf.io.TFRecordOptions(compression_type="GZIP")
     writers = [tf.io.TFRecordWriter(os.path.join(directory, f"data-{i:05d}-of-{shards:05d}.gz"), options)
                for i in range(shards)]
     for row in range(num_examples):
-        feats = {features.xf(n): _floats(numeric[row, j]) for j, n in enumerate(features.NUMERIC)}
-        feats[features.xf("island")] = _ints(island[row])
-        feats[features.xf("sex")] = _ints(sex[row])
-        feats[features.LABEL_XF] = _ints(labels[row])
+        feats = {n: _floats(numeric[row, j]) for j, n in enumerate(model_layout.dense)}
+        feats.update({n: _ints(values[row]) for n, values in ids.items()})
+        feats[model_layout.label] = _ints(labels[row])
         example = tf.train.Example(features=tf.train.Features(feature=feats))
         writers[row % shards].write(example.SerializeToString())
     for w in writers:

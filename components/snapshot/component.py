@@ -19,8 +19,9 @@ drivers: there the compiled spec turns caching off for this task instead
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from tfx import types
 from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
@@ -33,6 +34,7 @@ from components.snapshot import spans, store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
 SPANS = "spans"
+MISSING_VALUES = "missing_values"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
 
@@ -55,6 +57,8 @@ class SnapshotSpec(types.ComponentSpec):
         SPANS: component_spec.ExecutionParameter(type=str, optional=True),
         # Set by the driver at run time; part of the cache key.
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
+        # JSON list of CSV cell values stored as empty (missing) cells.
+        MISSING_VALUES: component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -81,14 +85,15 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
         source, selection = exec_properties[SOURCE_URI], exec_properties.get(SPANS) or None
+        tokens = json.loads(exec_properties.get(MISSING_VALUES) or "[]")
         if pinned:
             manifest = store.get(root, pinned)
         elif selection:
             # Decided now, from what has landed in the source by the time this run gets here.
             chosen = spans.select(spans.list_spans(source), selection, source)
-            manifest = store.create(source, root, spans=tuple(s.name for s in chosen))
+            manifest = store.create(source, root, spans=tuple(s.name for s in chosen), missing_values=tokens)
         else:
-            manifest = store.create(source, root)
+            manifest = store.create(source, root, missing_values=tokens)
         problems = store.csv_problems(manifest)
         if problems:
             raise store.SnapshotError(
@@ -101,6 +106,8 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("snapshot_uri", manifest.uri)
         out.set_string_custom_property("created", manifest.created)
         out.set_string_custom_property(SPANS, ",".join(manifest.spans))
+        out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
+        out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
@@ -112,8 +119,8 @@ class Snapshot(base_component.BaseComponent):
     DRIVER_CLASS = SnapshotDriver
 
     def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
-                 span_selection: Optional[str] = None):
+                 span_selection: Optional[str] = None, missing_values: Sequence[str] = ()):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
-            spans=span_selection or None,
+            spans=span_selection or None, missing_values=json.dumps(list(missing_values)),
             snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

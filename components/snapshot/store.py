@@ -27,8 +27,9 @@ import json
 import re
 import time
 import uuid
-from typing import BinaryIO, Iterator, Optional
+from typing import BinaryIO, Iterator, Optional, Sequence
 
+from components.snapshot import missing_values as _missing
 from components.snapshot.storage import Storage, storage_for
 
 MANIFEST = "manifest.json"
@@ -48,6 +49,9 @@ class FileEntry:
     size: int
     sha256: str
     rows: int      # data rows of a CSV file (header excluded); 0 for other files
+    # When missing-value tokens were emptied: the source's sha256 and the cells emptied per column.
+    source_sha256: str = ""
+    emptied: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Manifest:
     uri: str       # the snapshot directory
     # The span directories (components/snapshot/spans.py) it holds, oldest first; empty for a flat source.
     spans: tuple[str, ...] = ()
+    missing_values: tuple[str, ...] = ()  # cells equal to one of these were emptied
 
     @property
     def rows(self) -> int:
@@ -70,7 +75,8 @@ class Manifest:
 
     def to_json(self) -> str:
         body = {"digest": self.digest, "source_uri": self.source_uri, "created": self.created,
-                "rows": self.rows, "files": [dataclasses.asdict(f) for f in self.files]}
+                "rows": self.rows, "files": [dataclasses.asdict(f) for f in self.files],
+                "missing_values": list(self.missing_values)}
         if self.spans:
             body["spans"] = list(self.spans)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
@@ -80,11 +86,14 @@ class Manifest:
         body = json.loads(text)
         return cls(digest=body["digest"], source_uri=body["source_uri"], created=body["created"],
                    files=tuple(FileEntry(**f) for f in body["files"]), uri=uri,
-                   spans=tuple(body.get("spans", ())))
+                   spans=tuple(body.get("spans", ())), missing_values=tuple(body.get("missing_values", ())))
 
 
-def content_digest(files: list[FileEntry]) -> str:
+def content_digest(files: list[FileEntry], missing_values: Sequence[str] = ()) -> str:
+    """Of the source files' bytes and, when tokens are emptied, of the tokens: what the snapshot holds."""
     listing = "".join(f"{f.sha256}  {f.path}\n" for f in sorted(files, key=lambda f: f.path))
+    if missing_values:
+        listing += f"missing_values {json.dumps(sorted(set(missing_values)))}\n"
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
@@ -113,9 +122,14 @@ def fingerprint(source_uri: str, gcs_client=None) -> str:
     return hashlib.sha256(f"{source_uri}\n{listing}".encode()).hexdigest()
 
 
-def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] = ()) -> Manifest:
+def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] = (),
+           missing_values: Sequence[str] = ()) -> Manifest:
     """Snapshot source_uri (only the given span directories, if any) into root; returns the existing
-    snapshot if the bytes are already there."""
+    snapshot if the bytes are already there.
+
+    CSV cells equal to one of `missing_values` are stored empty (components/snapshot/missing_values.py).
+    """
+    missing_values = tuple(sorted({t for t in missing_values if t}))
     src, dst = storage_for(source_uri, gcs_client), storage_for(root, gcs_client)
     listing = [p for p in src.list() if not spans or p.partition("/")[0] in spans]
     if not listing:
@@ -124,7 +138,7 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
     for path in listing:
         sha, size, lines = _hash_stream(src.open_read(path))
         entries.append(FileEntry(path, size, sha, _rows(path, lines)))
-    digest = content_digest(entries)
+    digest = content_digest(entries, missing_values)
 
     existing = _read_manifest(dst, digest)
     if existing is not None:
@@ -132,11 +146,21 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
 
     tmp = f"{_TMP_PREFIX}{digest[:16]}-{uuid.uuid4().hex[:8]}"
     try:
-        for entry in entries:
+        for i, entry in enumerate(entries):
             # Hash again while copying: the source may have changed since the first pass.
-            h = hashlib.sha256()
-            dst.write(f"{tmp}/{DATA_DIR}/{entry.path}", _tee(src.open_read(entry.path), h))
-            if h.hexdigest() != entry.sha256:
+            target = f"{tmp}/{DATA_DIR}/{entry.path}"
+            cleaned = (missing_values and entry.path.lower().endswith(".csv")
+                       and _missing.copy_cleaned(src, dst, entry.path, target, missing_values))
+            if cleaned:
+                source_sha = cleaned.source_sha256
+                if cleaned.emptied:
+                    entries[i] = dataclasses.replace(entry, sha256=cleaned.sha256, size=cleaned.size,
+                                                     source_sha256=source_sha, emptied=cleaned.emptied)
+            else:
+                h = hashlib.sha256()
+                dst.write(target, _tee(src.open_read(entry.path), h))
+                source_sha = h.hexdigest()
+            if source_sha != entry.sha256:
                 raise SnapshotError(f"{source_uri}/{entry.path} changed while it was being snapshotted; retry")
         for entry in entries:
             landed, _, _ = _hash_stream(dst.open_read(f"{tmp}/{DATA_DIR}/{entry.path}"))
@@ -144,7 +168,7 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
                 raise SnapshotError(f"copy of {entry.path} in {root}/{tmp} does not match its source hash")
         manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries), spans=tuple(spans),
                             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                            uri=f"{dst.uri}/{digest}")
+                            uri=f"{dst.uri}/{digest}", missing_values=missing_values)
         dst.write(f"{tmp}/{MANIFEST}", iter([manifest.to_json().encode()]))
         # Another run may have published the same bytes meanwhile; theirs is as good as ours.
         existing = _read_manifest(dst, digest)

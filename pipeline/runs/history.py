@@ -16,7 +16,8 @@ from typing import Optional
 from components import serving_dir
 from pipeline.config import Config
 from pipeline.runs import mlmd
-from pipeline.runs.summary import ACCURACY, RunSummary, summarize
+from pipeline.runs.summary import RunSummary, summarize
+from trainer.tasks import MAIN_METRICS, MainMetric
 
 # Components that stop a run on purpose; a failure there is a block, not a crash.
 GATES = ("DataGate", "DriftGate")
@@ -28,7 +29,7 @@ class Row:
     spans: str
     rows: Optional[int]
     drift: str            # ok | accepted | DRIFT | - (not checked)
-    accuracy: Optional[float]
+    metric: Optional[float]  # the task's main metric (trainer/tasks.py) on the eval split
     blessed: Optional[bool]
     pushed_version: Optional[str]
     unchanged_version: Optional[str]
@@ -57,7 +58,11 @@ def _drift(summary: RunSummary, accepted: str) -> str:
     return "accepted" if accepted else "ok"
 
 
-def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str]) -> Row:
+def main_metric(config: Config) -> MainMetric:
+    return MAIN_METRICS[config.features.task if config.features is not None else "multiclass"]
+
+
+def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], metric_key: str) -> Row:
     snapshot = summary.snapshots()[0][1] if summary.snapshots() else None
     gate = summary.component("DriftGate")
     accepted = ""
@@ -66,7 +71,8 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
     failed = next((c.name for c in summary.components if c.state == "failed"), None)
     return Row(run_id=summary.run_id,
                spans=str(snapshot.properties.get("spans", "")) or "(flat)" if snapshot else "-",
-               rows=summary.snapshot_rows, drift=_drift(summary, accepted), accuracy=summary.metrics.get(ACCURACY),
+               rows=summary.snapshot_rows, drift=_drift(summary, accepted),
+               metric=summary.metrics.get(metric_key),
                blessed=summary.blessed,
                # A rerun whose Pusher came from cache pushed nothing itself.
                pushed_version=None if summary.unchanged_version else summary.pushed_version,
@@ -86,18 +92,18 @@ def history(config: Config) -> list[Row]:
     rows = []
     for run in sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id)):
         summary = summarize(config.pipeline.metadata_path, config.pipeline.name, run.name)
-        rows.append(_row(reader, summary, current.name if current else None))
+        rows.append(_row(reader, summary, current.name if current else None, main_metric(config).key))
     return rows
 
 
-def format_history(rows: list[Row]) -> str:
+def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
     if not rows:
         return "no runs yet"
-    header = f"{'run':<27} {'spans':<22} {'rows':>5}  {'drift':<8} {'accuracy':>8}  {'blessed':<7} " \
+    header = f"{'run':<27} {'spans':<22} {'rows':>5}  {'drift':<8} {metric_label:>8}  {'blessed':<7} " \
              f"{'pushed':<11} {'outcome':<22} serving"
     lines = [header]
     for r in rows:
-        acc = f"{r.accuracy:.4f}" if r.accuracy is not None else "-"
+        acc = f"{r.metric:.4f}" if r.metric is not None else "-"
         blessed = {True: "yes", False: "NO", None: "-"}[r.blessed]
         lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
                      f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
@@ -106,4 +112,4 @@ def format_history(rows: list[Row]) -> str:
 
 
 def cmd_history(config: Config) -> str:
-    return format_history(history(config))
+    return format_history(history(config), main_metric(config).label)

@@ -30,7 +30,8 @@ from pipeline.runs.summary import RunSummary, summarize  # noqa: E402
 REPORT_FILE = "report.html"
 # Beside the runs' directories: <root>/runs/history.html (history_page.py).
 HISTORY_FILE = "history.html"
-_CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"))
+# Loss, then the task's training metric (trainer/tasks.py): accuracy, or rmse for regression.
+_CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"), ("rmse", "eval_rmse", "rmse"))
 
 
 def run_dir(config: Config, run_id: str) -> str:
@@ -151,7 +152,7 @@ def _training(s: RunSummary) -> str:
         return _section("training", "Training",
                         f"<p>No training summaries found in {_e(model_run.uri)}.</p>")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    for ax, (train_key, eval_key, label) in zip(axes, _CURVES):
+    for ax, (train_key, eval_key, label) in zip(axes, [c for c in _CURVES if c[0] in scalars]):
         for key, style in ((train_key, "-"), (eval_key, "o-")):
             if key in scalars:
                 steps, values = zip(*scalars[key])
@@ -192,6 +193,8 @@ def _evaluation(s: RunSummary) -> str:
             bounds.append(f"&le; {t['upper_bound']:.4g}")
         if "change_absolute" in t:
             bounds.append(f"change vs baseline &ge; {t['change_absolute']:.2g}")
+        if "change_absolute_max" in t:  # a lower-is-better metric, such as rmse
+            bounds.append(f"change vs baseline &le; {t['change_absolute_max']:.2g}")
         value, base = s.metrics.get(name), s.baseline_metrics.get(name)
         rows.append((_e(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
     table = _table(("metric", "candidate", "baseline (last blessed)", "threshold"), rows, escape=False)

@@ -19,12 +19,8 @@ from typing import Optional, TextIO
 from pipeline.config import Config, resolve
 from pipeline.errors import EXIT_OK, ConfigError, NothingNew, PipelineFailed
 from pipeline.runs import span_data
-from pipeline.runs.history import format_history, history
+from pipeline.runs.history import format_history, history, main_metric
 from pipeline.runs.history_page import write_history_page
-
-# The one column the simulation must not perturb. (Issue 13 moves the label into
-# the config's features section; then it comes from there.)
-from trainer.features import LABEL
 
 
 def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, seed: int = 0,
@@ -38,7 +34,7 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
     if os.path.isdir(source) and os.listdir(source):
         raise ConfigError(f"data.input_dir {source} is not empty; the simulation writes its own spans there "
                           "(remove it, or `make simulate`, which starts from scratch)")
-    recipe = span_data.Recipe.from_schema(resolve(config.data.schema_file), LABEL)
+    recipe = span_data.Recipe.from_config(config)
     drift = recipe.drift
     for n in range(1, spans + 1):
         span_data.write_spans(resolve(source_csv), source, recipe, count=1, first=n, rows=rows,
@@ -55,6 +51,6 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
             stream.write("".join(f"  {line}\n" for line in str(e).splitlines()[1:] if line.startswith("  ")))
     # TFX leaves absl logging at INFO; reading MLMD for the history would print a line per store opened.
     logging.getLogger("absl").setLevel(logging.WARNING)
-    stream.write("\nhistory:\n" + format_history(history(config)) + "\n")
+    stream.write("\nhistory:\n" + format_history(history(config), main_metric(config).label) + "\n")
     stream.write(f"history page: {write_history_page(config)}\n")
     return EXIT_OK

@@ -15,8 +15,10 @@ from components.pusher import UNCHANGED_VERSION
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
+from trainer.tasks import MAIN_METRICS, MainMetric
 
-ACCURACY = "sparse_categorical_accuracy"
+# The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
+ACCURACY = MAIN_METRICS["multiclass"].key
 
 
 @dataclasses.dataclass
@@ -131,7 +133,8 @@ def _thresholds(execution: mlmd.Execution) -> dict[str, dict[str, float]]:
             if value.HasField("upper_bound"):
                 bounds["upper_bound"] = value.upper_bound.value
             if change.HasField("absolute"):
-                bounds["change_absolute"] = change.absolute.value
+                lower_is_better = change.direction == tfma.MetricDirection.LOWER_IS_BETTER
+                bounds["change_absolute_max" if lower_is_better else "change_absolute"] = change.absolute.value
             if bounds:
                 # Results are keyed by the metric's name: snake_case of its class unless renamed.
                 name = json.loads(metric.config or "{}").get("name") or re.sub(
@@ -163,8 +166,9 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
-    if ACCURACY in summary.metrics:
-        lines.append(_accuracy_line(summary))
+    metric = _gated_metric(summary, config)
+    if metric is not None and metric.key in summary.metrics:
+        lines.append(_metric_line(summary, metric))
         lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
@@ -183,17 +187,28 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     return "\n".join(lines)
 
 
-def _accuracy_line(summary: RunSummary) -> str:
-    """Accuracy against the thresholds the Evaluator recorded in MLMD (as the report shows them)."""
-    bounds = summary.thresholds.get(ACCURACY, {})
-    parts = [f"lower bound {bounds['lower_bound']}" if "lower_bound" in bounds else "no lower bound"]
-    base = summary.baseline_metrics.get(ACCURACY)
+def _gated_metric(summary: RunSummary, config: Config) -> Optional[MainMetric]:
+    """The task's main metric: the config's task, else whichever main metric the Evaluator gated on."""
+    if config.features is not None:
+        return MAIN_METRICS[config.features.task]
+    return next((m for m in MAIN_METRICS.values() if m.key in summary.thresholds), None)
+
+
+def _metric_line(summary: RunSummary, metric: MainMetric) -> str:
+    """The main metric against the thresholds the Evaluator recorded in MLMD (as the report shows them)."""
+    bounds = summary.thresholds.get(metric.key, {})
+    parts = [f"{side} bound {bounds[f'{side}_bound']}" for side in ("lower", "upper") if f"{side}_bound" in bounds]
+    parts = parts or ["no absolute bound"]
+    base = summary.baseline_metrics.get(metric.key)
     if base is None:
         parts.append("no blessed baseline yet")
     else:
         allowed = ""
+        # Rounded: the threshold is -(allowed regression) - CHANGE_EPSILON in floating point
+        # (+(allowed) + CHANGE_EPSILON for a lower-is-better metric).
         if "change_absolute" in bounds:
-            # Rounded: the threshold is -(allowed regression) - CHANGE_EPSILON in floating point.
             allowed = f", allowed regression {round(-bounds['change_absolute'] - CHANGE_EPSILON, 9)}"
+        elif "change_absolute_max" in bounds:
+            allowed = f", allowed regression {round(bounds['change_absolute_max'] - CHANGE_EPSILON, 9)}"
         parts.append(f"baseline {base:.4f}{allowed}")
-    return f"eval accuracy: {summary.metrics[ACCURACY]:.4f} ({'; '.join(parts)})"
+    return f"eval {metric.label}: {summary.metrics[metric.key]:.4f} ({'; '.join(parts)})"

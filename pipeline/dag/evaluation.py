@@ -1,0 +1,58 @@
+"""The Evaluator's config: the task's main metric gated by the configured bounds and
+against the last blessed model, plus the task's other metrics for the record."""
+
+from __future__ import annotations
+
+import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis import constants as tfma_constants
+
+from pipeline.config import CHANGE_EPSILON, Config
+from pipeline.data.checks import require_features
+from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from trainer.features import xf
+from trainer.tasks import EXTRA_METRICS, MAIN_METRICS, TASKS, MainMetric
+
+
+def main_metric(config: Config) -> MainMetric:
+    return MAIN_METRICS[require_features(config).task]
+
+
+def bounds(config: Config) -> tuple[float | None, float | None]:
+    """(lower, upper) bound on the main metric: the configured ones, else the task's defaults."""
+    metric, ev = main_metric(config), config.evaluator
+    if ev.lower_bound is None and ev.upper_bound is None:
+        return metric.default_lower_bound, metric.default_upper_bound
+    return ev.lower_bound, ev.upper_bound
+
+
+def eval_config(config: Config) -> tfma.EvalConfig:
+    features = require_features(config)
+    metric = main_metric(config)
+    lower, upper = bounds(config)
+    value = tfma.GenericValueThreshold()
+    if lower is not None:
+        value.lower_bound.value = lower
+    if upper is not None:
+        value.upper_bound.value = upper
+    direction = (tfma.MetricDirection.HIGHER_IS_BETTER if metric.higher_is_better
+                 else tfma.MetricDirection.LOWER_IS_BETTER)
+    allowed = config.evaluator.max_regression + CHANGE_EPSILON
+    change = tfma.GenericChangeThreshold(direction=direction,
+                                         absolute={"value": -allowed if metric.higher_is_better else allowed})
+    threshold = tfma.MetricThreshold(change_threshold=change)
+    if lower is not None or upper is not None:
+        threshold.value_threshold.CopyFrom(value)
+    return tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(
+            # Said, not probed: left open, TFMA loads each model once more just to find its type.
+            model_type=tfma_constants.TF_GENERIC,
+            signature_name=SERVING_SIGNATURE,
+            preprocessing_function_names=[TRANSFORM_SIGNATURE],
+            label_key=xf(features.label),
+            prediction_key=TASKS[features.task].prediction_key)],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=[tfma.MetricsSpec(metrics=[
+            tfma.MetricConfig(class_name="ExampleCount"),
+            tfma.MetricConfig(class_name=metric.tfma_class, threshold=threshold),
+            *(tfma.MetricConfig(class_name=name) for name in EXTRA_METRICS[features.task]),
+        ])])

@@ -1,0 +1,100 @@
+"""The dataset a config describes, checked before anything runs.
+
+`check_features` applies the `features` section to the columns the data will
+have (the curated schema's, or else the CSV header's) and rejects what cannot
+work, naming the field: a label that is not a column, a categorical whose
+schema type is a float, a bound outside its metric's range. It returns the
+resolved features, whose description the run prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from typing import Optional
+
+from pipeline.config import Config, resolve
+from pipeline.errors import ConfigError
+from trainer.feature_config import ColumnType, FeatureConfig, FeatureConfigError, ResolvedFeatures
+from trainer.feature_config import resolve as resolve_features
+from trainer.tasks import MAIN_METRICS
+
+_TYPES = {"INT": "int", "FLOAT": "float", "BYTES": "string"}
+
+
+def require_features(config: Config) -> FeatureConfig:
+    if config.features is None:
+        raise ConfigError("features: missing. Name the dataset's label and task (features.label, features.task); "
+                          "see docs/data.md")
+    return config.features
+
+
+def check_features(config: Config) -> Optional[ResolvedFeatures]:
+    """Raises ConfigError naming the field; None when the columns can't be read from here
+    (a gs:// schema or data when compiling for Vertex: Transform then checks at run time)."""
+    features = require_features(config)
+    _check_bounds(config)
+    schema_file = config.data.schema_file and resolve(config.data.schema_file)
+    try:
+        if schema_file:
+            if schema_file.startswith("gs://"):
+                return None
+            return resolve_features(features, columns_from_schema(load_schema(schema_file)))
+        header = _csv_header(resolve(config.data.input_dir))
+        if header is not None:
+            _check_names(features, header)
+    except FeatureConfigError as e:
+        raise ConfigError(str(e)) from None
+    return None
+
+
+def _check_bounds(config: Config) -> None:
+    metric = MAIN_METRICS[config.features.task]
+    no_default = metric.default_lower_bound is None and metric.default_upper_bound is None
+    if no_default and config.evaluator.lower_bound is None and config.evaluator.upper_bound is None:
+        # TFX blesses nothing on a first run whose only threshold compares against a baseline.
+        raise ConfigError(f"evaluator.upper_bound: task {config.features.task} has no default bar for "
+                          f"{metric.label}; set one, e.g. the label's standard deviation (what predicting "
+                          "the mean scores)")
+    for field in ("lower_bound", "upper_bound"):
+        value = getattr(config.evaluator, field)
+        if value is not None and metric.fraction and not 0 <= value <= 1:
+            raise ConfigError(f"evaluator.{field}: {value} is outside [0, 1], the range of {metric.label} "
+                              f"(the main metric of task {config.features.task})")
+
+
+def load_schema(path: str):
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    if not os.path.isfile(path):
+        raise ConfigError(f"data.schema_file: {path} does not exist (`python -m pipeline schema infer` writes one)")
+    return text_format.Parse(open(path).read(), schema_pb2.Schema())
+
+
+def columns_from_schema(schema) -> dict[str, ColumnType]:
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return {f.name: _TYPES[schema_pb2.FeatureType.Name(f.type)] for f in schema.feature
+            if schema_pb2.FeatureType.Name(f.type) in _TYPES}
+
+
+def _csv_header(input_dir: str) -> Optional[list[str]]:
+    if input_dir.startswith("gs://") or not os.path.isdir(input_dir):
+        return None
+    files = sorted(f for f in os.listdir(input_dir) if f.lower().endswith(".csv"))
+    if not files:
+        return None
+    with open(os.path.join(input_dir, files[0]), newline="", encoding="utf-8", errors="replace") as f:
+        return next(csv.reader(io.StringIO(f.readline())), None)
+
+
+def _check_names(features: FeatureConfig, header: list[str]) -> None:
+    """Without a schema only the names can be checked; types are known once SchemaGen ran."""
+    named = [("label", features.label), *(("numeric", f.name) for f in features.numeric),
+             *(("categorical", f.name) for f in features.categorical), *(("ignore", n) for n in features.ignore)]
+    for field, name in named:
+        if name not in header:
+            raise FeatureConfigError(f"features.{field}: {name!r} is not a column of the data "
+                                     f"(CSV header: {', '.join(header)})")

@@ -1,0 +1,110 @@
+"""Datasets other than penguins through the real pipeline, by config alone: the Chicago
+taxi data (binary, against TFX's own taxi model's AUC) and a regression dataset generated
+here (a high-cardinality category, a column 30% missing written as NA, no curated schema)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from bench import scoring
+from pipeline.config import load_config
+from pipeline.local_runner import run_local
+
+pytestmark = pytest.mark.e2e
+
+# configs/taxi.yaml's model scores 0.952 on the eval rows (deterministic: same data, same
+# seed); TFX's own taxi pipeline scores 0.942 on the same rows (bench/taxi.py). Below 0.94
+# ours would no longer match TFX's example.
+TAXI_MIN_AUC = 0.94
+
+
+@pytest.fixture(scope="module")
+def taxi_run(tmp_path_factory):
+    config = load_config("configs/taxi.yaml", [f"pipeline.root={tmp_path_factory.mktemp('taxi')}"])
+    out = io.StringIO()
+    return config, run_local(config, out), out.getvalue()
+
+
+def test_taxi_trains_evaluates_and_pushes_through_config_alone(taxi_run):
+    config, summary, console = taxi_run
+    assert all(c.state == "ran" for c in summary.components), summary.components
+    assert summary.blessed is True and summary.pushed_path, console
+    assert summary.metrics["auc"] >= config.evaluator.lower_bound
+    assert "eval auc: " in console and "label: big_tipper (binary)" in console
+    assert "not used: pickup_census_tract, tips, trip_start_timestamp" in console
+    # The bundled data has no tokens: the snapshot holds it byte for byte.
+    assert summary.snapshot_rows == 15002
+
+
+def test_pushed_taxi_model_scores_raw_rows(taxi_run):
+    config, summary, _ = taxi_run
+    rows = scoring.examples(config.pipeline.pipeline_root)
+    labels = [scoring.value(r, "big_tipper") for r in rows]
+    # A client sends neither the label, nor the tips that give it away, nor the unused columns.
+    out = scoring.serve(summary.pushed_path, rows,
+                        drop=["big_tipper", "tips", "trip_start_timestamp", "pickup_census_tract"])
+    assert len(rows) > 4000 and out["probability"].shape == (len(rows),)
+    assert scoring.auc(labels, out["probability"]) >= TAXI_MIN_AUC
+    assert np.array_equal(out["class_id"], (out["probability"] > 0.5).astype(np.int64))
+
+
+def _houses(rows: int, seed: int = 0) -> tuple[pd.DataFrame, float]:
+    """Prices from size, rooms, a district (400 of them) and a quality score that is missing
+    in 30% of the rows; the noise's standard deviation is returned for the test's bar."""
+    rng = np.random.default_rng(seed)
+    district_effect = rng.normal(0, 400, 400)
+    district = rng.integers(0, 400, rows)
+    size = rng.uniform(30, 200, rows).round(1)
+    rooms = rng.integers(1, 7, rows)
+    quality = rng.uniform(1, 10, rows).round(1)
+    noise = 150.0
+    price = 20 * size + 150 * rooms + district_effect[district] + 80 * quality + rng.normal(0, noise, rows)
+    frame = pd.DataFrame({"district": [f"D{d:03d}" for d in district], "size_m2": size, "rooms": rooms,
+                          "quality": quality, "heating": rng.choice(["gas", "oil", "heat pump"], rows),
+                          "price": price.round(2)})
+    frame["quality"] = frame["quality"].astype(object).where(rng.random(rows) >= 0.3, "NA")
+    return frame, noise
+
+
+def test_a_generated_regression_dataset_trains_through_config_alone(tmp_path):
+    data = tmp_path / "houses"
+    data.mkdir()
+    frame, noise = _houses(6000)
+    frame.to_csv(data / "houses.csv", index=False)
+    config_file = tmp_path / "houses.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "pipeline": {"name": "house-prices", "root": str(tmp_path / "out")},
+        # No curated schema: SchemaGen infers it; every column but the label and the
+        # district is inferred from its type.
+        "data": {"input_dir": str(data), "schema_file": None},
+        "features": {"label": "price", "task": "regression", "categorical": ["district"]},
+        "trainer": {"train_steps": 600, "global_batch_size": 128, "eval_every_steps": 200,
+                    "learning_rate": 0.01, "hidden_units": [32, 16]},
+        # Well under the label's spread: what predicting the mean would score.
+        "evaluator": {"upper_bound": float(frame["price"].std() / 2)},
+    }))
+    config = load_config(config_file)
+    out = io.StringIO()
+    summary = run_local(config, out)
+    console = out.getvalue()
+    assert summary.blessed is True and summary.pushed_path, console
+    assert "eval rmse: " in console and "upper bound" in console
+
+    rows = scoring.examples(config.pipeline.pipeline_root)
+    truth = np.array([scoring.value(r, "price") for r in rows])
+    predicted = scoring.serve(summary.pushed_path, rows, drop=["price"])["prediction"]
+    rmse = float(np.sqrt(np.mean((predicted - truth) ** 2)))
+    # Predicting the mean scores the label's spread (~1000); the district alone is worth ~400.
+    assert rmse < 0.5 * truth.std(), (rmse, truth.std())
+    assert summary.metrics["root_mean_squared_error"] == pytest.approx(rmse, rel=0.02)
+    # The 400 districts went through an embedding, the 30% missing quality was imputed.
+    import tensorflow as tf
+
+    names = {v.name for v in tf.saved_model.load(summary.pushed_path).model.variables}
+    assert any("embed_district_xf" in n for n in names), names
+    assert noise < rmse

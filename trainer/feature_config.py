@@ -1,0 +1,224 @@
+"""The dataset as configuration: which column is the label, what the task is, and
+how every other column becomes a model input.
+
+Lives in trainer/ (pure Python, no TF) so Transform's preprocessing_fn, the
+Trainer's run_fn and the pipeline's checks read one definition; the pipeline
+config embeds it as its `features` section. Columns the section does not name
+are inferred from their type (numbers numeric, strings categorical) unless
+`infer: false`, and `resolve()` says what it inferred, so nothing is silent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Literal, Mapping, Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from trainer.config import Section
+
+ColumnType = Literal["int", "float", "string"]
+TaskName = Literal["multiclass", "binary", "regression"]
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+class FeatureConfigError(ValueError):
+    """The features section does not fit the data; the message names the field."""
+
+
+class NumericFeature(Section):
+    """A number, imputed with the training mean when missing. Applied in order:
+    clip, log, then z-score or bucketize."""
+    name: str
+    clip: Optional[tuple[float, float]] = None  # [min, max]
+    log: bool = False  # log(1 + x); values below 0 count as 0
+    # Quantile buckets computed on the training data; the feature becomes categorical.
+    bucketize: Optional[int] = Field(None, ge=2, le=10_000)
+    z_score: bool = True
+
+    @field_validator("clip")
+    @classmethod
+    def _clip(cls, v):
+        if v is not None and not v[0] < v[1]:
+            raise ValueError(f"must be [min, max] with min < max, got {list(v)}")
+        return v
+
+
+class CategoricalFeature(Section):
+    """A category: a vocabulary of the training values (most frequent `top_k`) plus
+    `oov_buckets` for values never seen; or `hash_buckets` for ids with too many values;
+    or, for integers in a known range (hours, days, area codes), `int_range: [min, max]`,
+    the values themselves as ids, with one more id for missing and out-of-range values.
+    Hashing and ranges need no pass over the data, so Transform is faster with them."""
+    name: str
+    top_k: Optional[int] = Field(None, ge=1)
+    oov_buckets: int = Field(1, ge=1)
+    hash_buckets: Optional[int] = Field(None, ge=2)
+    int_range: Optional[tuple[int, int]] = None
+    # auto: one-hot up to features.one_hot_max_size values, an embedding above.
+    encoding: Literal["auto", "one_hot", "embedding"] = "auto"
+    embedding_dim: Optional[int] = Field(None, ge=1, le=512)  # empty: from the size
+
+    @model_validator(mode="after")
+    def _one_encoding(self) -> "CategoricalFeature":
+        chosen = [k for k in ("top_k", "hash_buckets", "int_range") if getattr(self, k) is not None]
+        if len(chosen) > 1:
+            raise ValueError(f"{self.name}: {' and '.join(chosen)} exclude each other (a vocabulary, hashing "
+                             "or the integers themselves)")
+        if self.int_range is not None and not self.int_range[0] <= self.int_range[1]:
+            raise ValueError(f"{self.name}: int_range must be [min, max] with min <= max")
+        return self
+
+
+def _entries(value: Any) -> Any:
+    """`- name`, `- name: {options}` and `- {name: ..., options}` all mean one feature."""
+    if not isinstance(value, list):
+        return value
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            out.append({"name": item})
+        elif isinstance(item, dict) and "name" not in item and len(item) == 1:
+            [(name, options)] = item.items()
+            out.append({"name": name, **(options or {})})
+        else:
+            out.append(item)
+    return out
+
+
+class FeatureConfig(Section):
+    label: str
+    task: TaskName = "multiclass"
+    # binary with a string label: the value that counts as 1. An integer label is 1 when non-zero.
+    positive_class: Optional[str] = None
+    numeric: list[NumericFeature] = []
+    categorical: list[CategoricalFeature] = []
+    # Columns the model never sees (ids, leaks of the label, free text).
+    ignore: list[str] = []
+    # Columns named nowhere above: numbers become numeric, strings categorical (true),
+    # or they are left out (false).
+    infer: bool = True
+    one_hot_max_size: int = Field(32, ge=1)
+    # Code hooks, by import path: your own Transform preprocessing_fn(inputs[, custom_config])
+    # and model builder(layout, trainer_config) -> tf_keras.Model (see docs/data.md).
+    preprocessing_fn: Optional[str] = None
+    model_builder: Optional[str] = None
+
+    @field_validator("numeric", "categorical", mode="before")
+    @classmethod
+    def _lists(cls, v: Any) -> Any:
+        return _entries(v)
+
+    @field_validator("preprocessing_fn", "model_builder")
+    @classmethod
+    def _import_path(cls, v: Optional[str]) -> Optional[str]:
+        if v in (None, ""):
+            return None
+        if not _IMPORT_PATH.match(v):
+            raise ValueError(f"{v!r} is not an import path like 'package.module.function'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "FeatureConfig":
+        seen: dict[str, str] = {self.label: "label"}
+        roles = [("numeric", f.name) for f in self.numeric] + [("categorical", f.name) for f in self.categorical]
+        for role, name in roles + [("ignore", n) for n in self.ignore]:
+            if name in seen:
+                where = role if seen[name] == role else f"{seen[name]} and {role}"
+                raise ValueError(f"{name!r} is named twice ({where}); a column has one role")
+            seen[name] = role
+        if self.positive_class is not None and self.task != "binary":
+            raise ValueError(f"positive_class is for task binary, not {self.task}")
+        return self
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedFeatures:
+    """The features section applied to the data's columns: every model input, named."""
+    config: FeatureConfig
+    numeric: tuple[NumericFeature, ...]
+    categorical: tuple[CategoricalFeature, ...]
+    inferred: dict[str, str]  # column -> "numeric" | "categorical"
+    unused: tuple[str, ...]   # columns neither named nor inferred (ignored, or infer: false)
+
+    @property
+    def label(self) -> str:
+        return self.config.label
+
+    @property
+    def task(self) -> str:
+        return self.config.task
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The raw columns a prediction needs: what a serving request must carry."""
+        return tuple(f.name for f in (*self.numeric, *self.categorical))
+
+    def describe(self) -> str:
+        def names(features):
+            return ", ".join(f.name + (" (inferred)" if f.name in self.inferred else "") for f in features) or "none"
+        return "\n".join([
+            f"label: {self.label} ({self.task})",
+            f"numeric: {names(self.numeric)}",
+            f"categorical: {names(self.categorical)}",
+            f"not used: {', '.join(self.unused) or 'none'}",
+        ])
+
+
+def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType]) -> ResolvedFeatures:
+    """Check the section against the data's columns and their types, and infer the unnamed ones.
+
+    `columns` may come from the schema, the raw feature spec or the input tensors:
+    inferred features are sorted by name, so every caller gets the same order.
+    """
+    known = ", ".join(sorted(columns))
+
+    def column(field: str, name: str) -> ColumnType:
+        if name not in columns:
+            raise FeatureConfigError(f"features.{field}: {name!r} is not a column of the data (columns: {known})")
+        return columns[name]
+
+    label_type = column("label", config.label)
+    _check_label(config, label_type)
+    for f in config.numeric:
+        if column("numeric", f.name) == "string":
+            raise FeatureConfigError(f"features.numeric: {f.name!r} holds strings in the schema; "
+                                     "list it under categorical")
+    for f in config.categorical:
+        kind = column("categorical", f.name)
+        if kind == "float":
+            raise FeatureConfigError(
+                f"features.categorical: {f.name!r} is a float column in the schema; a float is not a category: "
+                "list it under numeric (with bucketize: N to make it categorical)")
+        if f.int_range is not None and kind != "int":
+            raise FeatureConfigError(f"features.categorical: {f.name!r} has int_range but holds {kind}s")
+    for name in config.ignore:
+        column("ignore", name)
+
+    named = {config.label, *config.ignore, *(f.name for f in (*config.numeric, *config.categorical))}
+    rest = sorted(set(columns) - named)
+    inferred = {n: ("categorical" if columns[n] == "string" else "numeric") for n in rest} if config.infer else {}
+    numeric = (*config.numeric, *(NumericFeature(name=n) for n, k in inferred.items() if k == "numeric"))
+    categorical = (*config.categorical,
+                   *(CategoricalFeature(name=n) for n, k in inferred.items() if k == "categorical"))
+    if not numeric and not categorical:
+        raise FeatureConfigError(f"features: no model inputs: name numeric or categorical features, or set "
+                                 f"infer: true (columns: {known})")
+    unused = tuple(n for n in sorted(columns) if n not in {config.label, *(f.name for f in (*numeric, *categorical))})
+    return ResolvedFeatures(config, tuple(numeric), tuple(categorical), inferred, unused)
+
+
+def _check_label(config: FeatureConfig, label_type: ColumnType) -> None:
+    if config.task == "regression" and label_type == "string":
+        raise FeatureConfigError(f"features.task: regression needs a numeric label; {config.label!r} holds strings")
+    if config.task == "multiclass" and label_type == "float":
+        raise FeatureConfigError(f"features.task: multiclass needs a string or integer label; {config.label!r} "
+                                 "is a float column (task: regression?)")
+    if config.task == "binary":
+        if label_type == "string" and config.positive_class is None:
+            raise FeatureConfigError(f"features.positive_class: the binary label {config.label!r} holds strings; "
+                                     "name the value that counts as positive")
+        if label_type == "float":
+            raise FeatureConfigError(f"features.task: binary needs a 0/1 integer or a string label; "
+                                     f"{config.label!r} is a float column")

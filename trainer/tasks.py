@@ -1,0 +1,147 @@
+"""What the task (features.task) decides: the model's output width, the loss, the
+training metric, what serving returns, and the metric the Evaluator gates on.
+
+The model ends in raw scores (logits, or a standardized value for regression);
+everything task-specific about them lives here, so the model, the loop and the
+export stay the same for every dataset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+# Serving outputs.
+PROBABILITIES, CLASS_ID, CLASS_NAME = "probabilities", "class_id", "class_name"
+PROBABILITY, PREDICTION = "probability", "prediction"
+
+
+@dataclasses.dataclass(frozen=True)
+class MainMetric:
+    """The metric the Evaluator gates on and the summary reports."""
+    key: str         # the name in TFMA's results
+    tfma_class: str  # MetricConfig.class_name
+    label: str       # how summaries call it
+    higher_is_better: bool
+    # Used when evaluator.lower_bound / upper_bound are unset.
+    default_lower_bound: Optional[float] = None
+    default_upper_bound: Optional[float] = None
+    fraction: bool = True  # lies in [0, 1]
+
+
+MAIN_METRICS = {
+    # 0.9 is the bar this pipeline always had for its multi-class default dataset.
+    "multiclass": MainMetric("sparse_categorical_accuracy", "SparseCategoricalAccuracy", "accuracy", True, 0.9),
+    # Better than chance, at the least; set a real bar for your data.
+    "binary": MainMetric("auc", "AUC", "auc", True, 0.5),
+    # No bar fits every label's units: the config must set evaluator.upper_bound.
+    "regression": MainMetric("root_mean_squared_error", "RootMeanSquaredError", "rmse", False, fraction=False),
+}
+# Reported next to the main metric; not gated.
+EXTRA_METRICS = {"multiclass": (), "binary": ("BinaryAccuracy",), "regression": ("MeanAbsoluteError",)}
+
+
+class Task:
+    name: str
+    width: int            # model outputs per example
+    metric_name: str      # the training metric in logs and TensorBoard
+    prediction_key: str   # the serving output the Evaluator reads
+
+    def per_example_loss(self, labels, outputs):
+        raise NotImplementedError
+
+    def metric(self, name: str) -> tf_keras.metrics.Metric:
+        """A metric whose update_state(labels, outputs) takes the model's raw outputs."""
+        raise NotImplementedError
+
+    def serve(self, outputs, class_names: Optional[tf.Tensor]) -> dict:
+        raise NotImplementedError
+
+
+class Multiclass(Task):
+    name, metric_name, prediction_key = "multiclass", "accuracy", PROBABILITIES
+
+    def __init__(self, num_classes: int):
+        self.width = num_classes
+
+    def per_example_loss(self, labels, outputs):
+        return tf_keras.losses.sparse_categorical_crossentropy(labels, outputs, from_logits=True)
+
+    def metric(self, name):
+        return tf_keras.metrics.SparseCategoricalAccuracy(name)
+
+    def serve(self, outputs, class_names):
+        probabilities = tf.nn.softmax(outputs)
+        class_id = tf.argmax(probabilities, axis=1)
+        return {PROBABILITIES: probabilities, CLASS_ID: class_id, CLASS_NAME: tf.gather(class_names, class_id)}
+
+
+class _LogitAccuracy(tf_keras.metrics.BinaryAccuracy):
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, tf.reshape(y_pred, [-1]), sample_weight)
+
+
+class Binary(Task):
+    name, width, metric_name, prediction_key = "binary", 1, "accuracy", PROBABILITY
+
+    def per_example_loss(self, labels, outputs):
+        return tf.nn.sigmoid_cross_entropy_with_logits(tf.cast(labels, outputs.dtype), tf.reshape(outputs, [-1]))
+
+    def metric(self, name):
+        return _LogitAccuracy(name, threshold=0.0)  # logit > 0 is probability > 0.5
+
+    def serve(self, outputs, class_names):
+        probability = tf.sigmoid(tf.reshape(outputs, [-1]))
+        return {PROBABILITY: probability, CLASS_ID: tf.cast(probability > 0.5, tf.int64)}
+
+
+class _Rmse(tf_keras.metrics.RootMeanSquaredError):
+    def __init__(self, name, mean, std):
+        super().__init__(name)
+        self.mean, self.std = mean, std
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, self.mean + self.std * tf.reshape(y_pred, [-1]), sample_weight)
+
+
+class Regression(Task):
+    """The model predicts the standardized label, which keeps the loss well scaled
+    whatever the label's units; serving and the metric undo the scaling."""
+    name, width, metric_name, prediction_key = "regression", 1, "rmse", PREDICTION
+
+    def __init__(self, mean: float, std: float):
+        self.mean, self.std = float(mean), float(std) or 1.0
+
+    def per_example_loss(self, labels, outputs):
+        target = (tf.cast(labels, tf.float32) - self.mean) / self.std
+        return tf.square(target - tf.reshape(tf.cast(outputs, tf.float32), [-1]))
+
+    def metric(self, name):
+        return _Rmse(name, self.mean, self.std)
+
+    def serve(self, outputs, class_names):
+        return {PREDICTION: self.mean + self.std * tf.reshape(outputs, [-1])}
+
+
+TASKS: dict[str, type[Task]] = {"multiclass": Multiclass, "binary": Binary, "regression": Regression}
+
+
+def label_moments(file_pattern, label_key: str) -> tuple[float, float]:
+    """Mean and standard deviation of the label over Transform's (gzipped) training records."""
+    files = tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str) else [
+        f for p in file_pattern for f in tf.io.gfile.glob(p)]
+    spec = {label_key: tf.io.FixedLenFeature([], tf.float32)}
+    ds = tf.data.TFRecordDataset(sorted(files), compression_type="GZIP").batch(4096).map(
+        lambda x: tf.io.parse_example(x, spec)[label_key])
+    n, total, squares = 0, 0.0, 0.0
+    for batch in ds.as_numpy_iterator():
+        values = batch.astype(np.float64)
+        n, total, squares = n + values.size, total + values.sum(), squares + np.square(values).sum()
+    if not n:
+        raise ValueError(f"no training labels in {file_pattern!r}")
+    mean = total / n
+    return mean, float(np.sqrt(max(squares / n - mean * mean, 0.0)))
