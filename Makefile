@@ -91,6 +91,14 @@ bench: venv
 clean:
 	rm -rf output
 
+# Scheduled retraining, simulated (docs/retraining.md): six spans land one by one,
+# span 4 shifted; one run per span, then the history. Starts from scratch each time.
+SIM_ARGS ?= --spans 6 --drift-at 4
+.PHONY: simulate
+simulate: venv
+	rm -rf output/simulate
+	$(PY) -m pipeline simulate $(SIM_ARGS) $(ARGS)
+
 # Custom training loop vs TFX penguin's model.fit, side by side (docs/trainer.md, Throughput).
 .PHONY: bench-trainer
 bench-trainer: venv

@@ -7,7 +7,18 @@ import sys
 
 from components.snapshot.store import SnapshotError
 from pipeline.config import load_config
-from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_NOT_PUSHED, EXIT_OK, CommandFailed, ConfigError
+from pipeline.errors import (
+    EXIT_BAD_CONFIG,
+    EXIT_BUSY,
+    EXIT_FAILED,
+    EXIT_NOT_PUSHED,
+    EXIT_NOTHING_NEW,
+    EXIT_OK,
+    CommandFailed,
+    ConfigError,
+    NothingNew,
+)
+from pipeline.runs.lock import RunLocked
 from pipeline.vertex.compile import DEFAULT_OUTPUT
 from pipeline.vertex.dryrun import DEFAULT_DIR as DRYRUN_DIR
 
@@ -40,6 +51,16 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a pushed version (directory name under the serving dir) or a Model artifact id")
     lineage.set_defaults(func=cmd_lineage)
 
+    hist = sub.add_parser("history", help="one row per run: spans, rows, drift, metric, blessed, pushed, serving")
+    hist.set_defaults(func=cmd_history)
+    simulate = sub.add_parser("simulate", help="scheduled retraining, simulated: write spans, run once per span")
+    simulate.add_argument("--spans", type=int, default=6, help="how many spans to write and run")
+    simulate.add_argument("--drift-at", type=int, default=4, help="the first span with a real shift (0: none)")
+    simulate.add_argument("--rows", type=int, default=170, help="rows per span")
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--source", default="data/penguins/penguins.csv", help="flat CSV the spans are drawn from")
+    simulate.set_defaults(func=cmd_simulate)
+
     schema = sub.add_parser("schema", help="infer a schema from the data, for review (the start of a curated one)")
     schema.add_argument("action", choices=["infer"])
     schema.add_argument("-o", "--output", help="where to write it (default: data.schema_file, else "
@@ -47,8 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--force", action="store_true", help="overwrite an existing file")
     schema.set_defaults(func=cmd_schema)
 
-    for p in (run, report, snaps, lineage, schema):
+    for p in (run, report, snaps, lineage, hist, simulate, schema):
         _add_config_args(p)
+    simulate.set_defaults(config="configs/simulate.yaml")  # after --config's own default, to replace it
     _add_vertex_commands(sub)
     _add_dryrun_command(sub)
     return parser
@@ -100,6 +122,8 @@ def cmd_run(config, args) -> int:
     from pipeline.local_runner import run_local
 
     summary = run_local(config)
+    if summary.unchanged_version:
+        return EXIT_NOTHING_NEW
     return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
 
 
@@ -137,6 +161,20 @@ def cmd_lineage(config, args) -> int:
 
     print(cmd_lineage(config, args.model))
     return EXIT_OK
+
+
+def cmd_history(config, args) -> int:
+    from pipeline.runs.history import cmd_history
+
+    print(cmd_history(config))
+    return EXIT_OK
+
+
+def cmd_simulate(config, args) -> int:
+    from pipeline.runs.simulate import simulate
+
+    return simulate(config, spans=args.spans, drift_at=args.drift_at or None, rows=args.rows, seed=args.seed,
+                    source_csv=args.source)
 
 
 def _add_dryrun_command(sub) -> None:
@@ -177,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    except NothingNew as e:
+        print(str(e))
+        return EXIT_NOTHING_NEW
+    except RunLocked as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BUSY
     except (CommandFailed, SnapshotError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_FAILED

@@ -18,6 +18,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from components.snapshot.missing_values import DEFAULT_TOKENS
+from components.snapshot.spans import validate_selection
 from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
 from pipeline.vertex.config import DataflowSection, VertexSection
@@ -36,6 +37,9 @@ class PipelineSection(Section):
     # from any working directory.
     root: str = "output"
     enable_cache: bool = True
+    # A run that finds another running on the same root waits this long for it,
+    # then refuses (exit 5); 0 refuses at once (pipeline/runs/lock.py).
+    lock_wait_seconds: float = Field(3600, ge=0)
 
     @field_validator("name")
     @classmethod
@@ -78,6 +82,18 @@ class DataSection(Section):
     # Deterministic hash split of the rows (CsvExampleGen hashes each example).
     train_buckets: int = Field(3, ge=1, le=100)
     eval_buckets: int = Field(1, ge=1, le=100)
+    # Span layout (input_dir holds span-<N>/ or YYYY-MM-DD/ directories): which spans
+    # a run trains on, all | latest | window(k), chosen when the run starts
+    # (components/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
+    spans: Optional[str] = None
+    # With spans: a run whose newest span is not newer than the newest span the
+    # last blessed model was trained on exits at once (exit 4) instead of retraining.
+    skip_when_no_new_span: bool = True
+
+    @field_validator("spans")
+    @classmethod
+    def _spans(cls, v: Optional[str]) -> Optional[str]:
+        return None if v in (None, "") else validate_selection(v)
 
     @field_validator("input_dir", "schema_file")
     @classmethod
@@ -179,6 +195,25 @@ class DataGateSection(Section):
         return v
 
 
+class DriftGateSection(Section):
+    """Newest span vs the serving model's training data (components/drift_gate.py)."""
+    enabled: bool = True
+    # Jensen-Shannon divergence for numeric features, L-infinity distance for categorical ones (TFDV),
+    # as the features section resolves them; the label by its task. Unused columns are not gated.
+    numeric_threshold: float = Field(0.3, gt=0, le=1)
+    categorical_threshold: float = Field(0.2, gt=0, le=1)
+    # Per-feature thresholds, overriding the two above.
+    thresholds: dict[str, float] = {}
+    # Features whose drift a person reviewed and accepts for this run (e.g. --set drift_gate.accepted='[x]').
+    accepted: list[str] = []
+
+    def as_json(self) -> str:
+        import json
+
+        return json.dumps({"numeric": self.numeric_threshold, "categorical": self.categorical_threshold,
+                           "features": self.thresholds}, sort_keys=True)
+
+
 class Config(Section):
     pipeline: PipelineSection = PipelineSection()
     data: DataSection = DataSection()
@@ -193,6 +228,7 @@ class Config(Section):
     dataflow: Optional[DataflowSection] = None
     snapshot: SnapshotSection = SnapshotSection()
     data_gate: DataGateSection = DataGateSection()
+    drift_gate: DriftGateSection = DriftGateSection()
 
     @property
     def snapshots_root(self) -> str:

@@ -9,13 +9,17 @@ import time
 from typing import Optional, TextIO
 
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration.pipeline import Pipeline
 
 from pipeline.config import Config, join
 from pipeline.data.checks import check_features
-from pipeline.errors import PipelineFailed
+from pipeline.errors import NothingNew, PipelineFailed
 from pipeline.pipeline import create_pipeline
+from pipeline.runs.history_page import write_history_page
+from pipeline.runs.lock import run_lock
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
+from pipeline.runs.retraining import last_blessed, no_new_span
 from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
@@ -34,7 +38,21 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     os.makedirs(log_dir, exist_ok=True)
     log_file = join(log_dir, time.strftime("run-%Y%m%d-%H%M%S.log"))
 
-    pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
+    # One run at a time per root: a second run decides against the first's model, not the same old one.
+    with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
+                  say=lambda m: stream.write(m + "\n")):
+        if config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest:
+            why = no_new_span(config)
+            if why:
+                raise NothingNew(why)
+        # The drift gate compares with the data the serving (last blessed) model was trained on.
+        serving = last_blessed(config)
+        baseline = serving.statistics.uri if serving is not None and serving.statistics is not None else ""
+        pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path, baseline_statistics=baseline)
+        return _run(config, pipeline, log_file, stream)
+
+
+def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> RunSummary:
     with run_logging(log_file, stream) as progress:
         try:
             LocalDagRunner().run(pipeline)
@@ -58,7 +76,9 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
 def _report(config: Config, summary: RunSummary | None) -> str:
     """Write the run's report.html; a broken report must not hide the run's own outcome."""
     try:
-        return write_report(config, summary=summary)
+        path = write_report(config, summary=summary)
+        write_history_page(config)
+        return path
     except Exception as e:  # noqa: BLE001 - reported, and the run's result stands
         logging.getLogger(__name__).exception("writing the run report failed")
         return f"not written ({type(e).__name__}: {e})"

@@ -7,21 +7,29 @@ from typing import Optional
 
 # TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
 # BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
-from tfx.components import CsvExampleGen, ExampleValidator, Pusher, SchemaGen, StatisticsGen
+from tfx.components import CsvExampleGen, ExampleValidator, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 
 from components.data_gate import DataGate
+from components.drift_gate import DriftGate
 from components.evaluator import EagerMetricsEvaluator
-from components.snapshot.component import DATA_URI_KEY, Snapshot
+from components.pusher import Pusher
+from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.evaluation import eval_config
 from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex.dag import beam_pipeline_args, make_baseline_resolver, trainer_class, trainer_custom_config
+from pipeline.vertex.dag import (
+    beam_pipeline_args,
+    make_baseline_resolver,
+    make_warm_start_resolver,
+    trainer_class,
+    trainer_custom_config,
+)
 from trainer.features import CONFIG_KEY as FEATURES_KEY
 
 # Functions are named by import path, not uploaded as module files: the code
@@ -29,9 +37,13 @@ from trainer.features import CONFIG_KEY as FEATURES_KEY
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
 BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
+WARM_START_RESOLVER_ID = "warm_start_model_resolver"
 
 
-def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipeline:
+def create_pipeline(config: Config, metadata_path: Optional[str] = None,
+                    baseline_statistics: str = "") -> Pipeline:
+    """baseline_statistics: URI of the statistics of the serving model's training data, for the drift
+    gate; found through MLMD by the local runner ("" compares nothing)."""
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
     # Also when compiling for Vertex: a features section that can't fit the schema stops here.
@@ -39,11 +51,15 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
     # Transform and Trainer each resolve the same features section against the schema they get.
     features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
-                        digest=config.snapshot.digest, missing_values=config.data.missing_values)
+                        digest=config.snapshot.digest, span_selection=config.data.spans,
+                        missing_values=config.data.missing_values)
     # The snapshot's data dir, known only at run time; reading it makes the
     # snapshot an input of ExampleGen in MLMD.
     example_gen = CsvExampleGen(
         input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
+        # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
+        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
+        if config.data.spans else None,
         output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
             example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
             example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
@@ -70,6 +86,20 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
         disable_analyzer_cache=True).with_id("Transform")
     transform.add_upstream_node(data_gate)
+    gates = [data_gate]
+    if config.drift_gate.enabled:
+        drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
+                               baseline_statistics=baseline_statistics, thresholds=config.drift_gate.as_json(),
+                               accepted=",".join(config.drift_gate.accepted),
+                               features=config.features.model_dump_json())
+        # Broken data is the data gate's to report; drift is measured on data that passed it.
+        drift_gate.add_upstream_node(data_gate)
+        transform.add_upstream_node(drift_gate)
+        gates.append(drift_gate)
+
+    # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
+    # Not the Evaluator's baseline resolver: that one reads the Trainer's output (components/baseline.py).
+    warm_start = [make_warm_start_resolver().with_id(WARM_START_RESOLVER_ID)] if config.trainer.warm_start else []
 
     # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
     trainer = trainer_class(config)(
@@ -77,6 +107,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
+        base_model=warm_start[0].outputs["model"] if warm_start else None,
         # The loop counts its own steps from the trainer config; TFX's
         # train_args only need to agree for its bookkeeping.
         train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
@@ -92,18 +123,19 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config)).with_id("Evaluator")
 
+    # TFX's Pusher, but it never re-pushes the serving model and a version appears whole.
     pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=config.pipeline.serving_dir)))
+                base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
     return Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
-        components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform,
-                    trainer, baseline_resolver, evaluator, pusher],
+        components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
+                    *warm_start, trainer, baseline_resolver, evaluator, pusher],
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(
             sqlite_metadata_connection_config(metadata_path)

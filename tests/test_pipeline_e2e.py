@@ -18,7 +18,7 @@ from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 pytestmark = pytest.mark.e2e
 
 ALL_COMPONENTS = {"Snapshot", "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
-                  "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+                  "DriftGate", "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
 # Functions tf_keras adds to a SavedModel when it saves the model's call traces.
 KERAS_TRACES = ("layer_call_and_return_conditional_losses", "_wrapped_model")
 
@@ -89,4 +89,6 @@ def test_second_run_is_served_from_cache(pipeline_run):
         assert states[name] == "cached", states
     assert second.pushed_path == first.pushed_path
     assert sorted(os.listdir(config.pipeline.serving_dir)) == versions
+    # ... and says so: this run pushed nothing (`pipeline run` exits 4).
+    assert second.unchanged_version == first.pushed_version and first.unchanged_version is None
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id

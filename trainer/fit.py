@@ -46,12 +46,14 @@ ExportFn = Callable[[tf_keras.Model, str], object]
 
 def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData], *,
                    checkpoint_dir: str, logdir: Optional[str],
-                   export_dir: Optional[str], export: ExportFn) -> Fitted:
+                   export_dir: Optional[str], export: ExportFn,
+                   init_model: Optional[Callable[[tf_keras.Model], object]] = None) -> Fitted:
     """Train under the strategy cfg.strategy picks, then export unless preempted.
 
     `read_data` runs only once the strategy exists: TPU and multi-worker set-up
     must come before anything else uses TF, and reading a vocabulary may.
-    With `export_dir` None nothing is exported.
+    With `export_dir` None nothing is exported. `init_model` (e.g. a warm start)
+    gets the freshly built model before training; a resumed checkpoint still wins.
     """
     strategy = make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
     data = read_data()
@@ -64,7 +66,13 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
         eval_fn = record_dataset_fn(data.eval_files, data.feature_spec, cfg.global_batch_size, label=data.label,
                                     training=False, max_batches=cfg.eval_batches)
 
-    result = train(strategy, cfg, data.model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir,
+    def model_fn():
+        model = data.model_fn()
+        if init_model is not None:
+            init_model(model)
+        return model
+
+    result = train(strategy, cfg, model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir,
                    task=data.task)
     exported = None
     if export_dir and not result.preempted:

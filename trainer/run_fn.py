@@ -14,6 +14,7 @@ from trainer.config import TrainerConfig
 from trainer.export import export_serving_model
 from trainer.fit import TransformedData, fit_and_export
 from trainer.spec import TrainingSpec, training_spec
+from trainer.warm_start import warm_start
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,15 @@ CHIEF_EXPORT_WAIT_SECONDS = 600
 
 class PreemptedError(RuntimeError):
     """Training stopped on SIGTERM after saving a checkpoint; a restart resumes it."""
+
+
+def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):
+    if not cfg.warm_start:
+        return None
+    # TFX hands the base_model channel (the last blessed model) over as its serving dir; None on a first run.
+    base = getattr(fn_args, "base_model", None)
+    assets = os.path.join(tft_output.transform_savedmodel_dir, "assets")
+    return lambda model: warm_start(model, base, assets)
 
 
 def run_fn(fn_args) -> None:
@@ -43,7 +53,8 @@ def run_fn(fn_args) -> None:
         checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
         logdir=fn_args.model_run_dir, export_dir=fn_args.serving_model_dir,
         export=lambda model, directory: export_serving_model(model, tft_output, spec.task, spec.resolved,
-                                                             directory))
+                                                             directory),
+        init_model=_warm_start(cfg, fn_args, tft_output))
     if fitted.result.preempted:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
     log.info("exported %s after %d steps", fitted.export_dir, fitted.result.step)

@@ -5,6 +5,9 @@ a digest, checks that snapshot is intact) and emits a DatasetSnapshot artifact
 carrying the digest, plus the snapshot's data directory as a String.
 ExampleGen takes its input_base from that String, so it never reads the source
 itself, and MLMD links every downstream artifact to the snapshot and digest.
+For a source in span layout (`span-<N>/` or `YYYY-MM-DD/` subdirectories),
+the `spans` selection is applied here, at run time, and the snapshot, its
+manifest and its MLMD properties hold exactly the chosen spans (spans.py).
 
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
@@ -27,9 +30,10 @@ from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
-from components.snapshot import store
+from components.snapshot import spans, store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
+SPANS = "spans"
 MISSING_VALUES = "missing_values"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
@@ -52,6 +56,8 @@ class SnapshotSpec(types.ComponentSpec):
         SNAPSHOTS_ROOT: component_spec.ExecutionParameter(type=str),
         # Pinned: reuse this published snapshot instead of reading the source.
         DIGEST: component_spec.ExecutionParameter(type=str, optional=True),
+        # all | latest | window(k) for a source in span layout (spans.py); empty for a flat source.
+        SPANS: component_spec.ExecutionParameter(type=str, optional=True),
         # Set by the driver at run time; part of the cache key.
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
         # JSON list of CSV cell values stored as empty (missing) cells.
@@ -81,9 +87,16 @@ class SnapshotExecutor(base_executor.BaseExecutor):
            exec_properties: dict[str, Any]) -> None:
         root = exec_properties[SNAPSHOTS_ROOT]
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
-        manifest = (store.get(root, pinned) if pinned
-                    else store.create(exec_properties[SOURCE_URI], root,
-                                     missing_values=json.loads(exec_properties.get(MISSING_VALUES) or "[]")))
+        source, selection = exec_properties[SOURCE_URI], exec_properties.get(SPANS) or None
+        tokens = json.loads(exec_properties.get(MISSING_VALUES) or "[]")
+        if pinned:
+            manifest = store.get(root, pinned)
+        elif selection:
+            # Decided now, from what has landed in the source by the time this run gets here.
+            chosen = spans.select(spans.list_spans(source), selection, source)
+            manifest = store.create(source, root, spans=tuple(s.name for s in chosen), missing_values=tokens)
+        else:
+            manifest = store.create(source, root, missing_values=tokens)
         problems = store.csv_problems(manifest)
         if problems:
             raise store.SnapshotError(
@@ -95,6 +108,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("source_uri", manifest.source_uri)
         out.set_string_custom_property("snapshot_uri", manifest.uri)
         out.set_string_custom_property("created", manifest.created)
+        out.set_string_custom_property(SPANS, ",".join(manifest.spans))
         out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
         out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
@@ -108,8 +122,8 @@ class Snapshot(base_component.BaseComponent):
     DRIVER_CLASS = SnapshotDriver
 
     def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
-                 missing_values: Sequence[str] = ()):
+                 span_selection: Optional[str] = None, missing_values: Sequence[str] = ()):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
-            missing_values=json.dumps(list(missing_values)),
+            spans=span_selection or None, missing_values=json.dumps(list(missing_values)),
             snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

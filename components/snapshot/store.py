@@ -61,6 +61,8 @@ class Manifest:
     created: str   # UTC, ISO 8601
     files: tuple[FileEntry, ...]
     uri: str       # the snapshot directory
+    # The span directories (components/snapshot/spans.py) it holds, oldest first; empty for a flat source.
+    spans: tuple[str, ...] = ()
     missing_values: tuple[str, ...] = ()  # cells equal to one of these were emptied
 
     @property
@@ -75,6 +77,8 @@ class Manifest:
         body = {"digest": self.digest, "source_uri": self.source_uri, "created": self.created,
                 "rows": self.rows, "files": [dataclasses.asdict(f) for f in self.files],
                 "missing_values": list(self.missing_values)}
+        if self.spans:
+            body["spans"] = list(self.spans)
         return json.dumps(body, indent=2, sort_keys=True) + "\n"
 
     @classmethod
@@ -82,7 +86,7 @@ class Manifest:
         body = json.loads(text)
         return cls(digest=body["digest"], source_uri=body["source_uri"], created=body["created"],
                    files=tuple(FileEntry(**f) for f in body["files"]), uri=uri,
-                   missing_values=tuple(body.get("missing_values", ())))
+                   spans=tuple(body.get("spans", ())), missing_values=tuple(body.get("missing_values", ())))
 
 
 def content_digest(files: list[FileEntry], missing_values: Sequence[str] = ()) -> str:
@@ -118,14 +122,16 @@ def fingerprint(source_uri: str, gcs_client=None) -> str:
     return hashlib.sha256(f"{source_uri}\n{listing}".encode()).hexdigest()
 
 
-def create(source_uri: str, root: str, gcs_client=None, missing_values: Sequence[str] = ()) -> Manifest:
-    """Snapshot source_uri into root; returns the existing snapshot if the bytes are already there.
+def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] = (),
+           missing_values: Sequence[str] = ()) -> Manifest:
+    """Snapshot source_uri (only the given span directories, if any) into root; returns the existing
+    snapshot if the bytes are already there.
 
     CSV cells equal to one of `missing_values` are stored empty (components/snapshot/missing_values.py).
     """
     missing_values = tuple(sorted({t for t in missing_values if t}))
     src, dst = storage_for(source_uri, gcs_client), storage_for(root, gcs_client)
-    listing = src.list()
+    listing = [p for p in src.list() if not spans or p.partition("/")[0] in spans]
     if not listing:
         raise SnapshotError(f"snapshot source {source_uri!r} has no files (missing or empty directory?)")
     entries = []
@@ -160,7 +166,7 @@ def create(source_uri: str, root: str, gcs_client=None, missing_values: Sequence
             landed, _, _ = _hash_stream(dst.open_read(f"{tmp}/{DATA_DIR}/{entry.path}"))
             if landed != entry.sha256:
                 raise SnapshotError(f"copy of {entry.path} in {root}/{tmp} does not match its source hash")
-        manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries),
+        manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries), spans=tuple(spans),
                             created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             uri=f"{dst.uri}/{digest}", missing_values=missing_values)
         dst.write(f"{tmp}/{MANIFEST}", iter([manifest.to_json().encode()]))

@@ -28,6 +28,8 @@ from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs.summary import RunSummary, summarize  # noqa: E402
 
 REPORT_FILE = "report.html"
+# Beside the runs' directories: <root>/runs/history.html (history_page.py).
+HISTORY_FILE = "history.html"
 # Loss, then the task's training metric (trainer/tasks.py): accuracy, or rmse for regression.
 _CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"), ("rmse", "eval_rmse", "rmse"))
 
@@ -74,7 +76,9 @@ def _overview(s: RunSummary, pipeline_name: str) -> str:
             ("pushed model", s.pushed_path or "nothing pushed (the serving model, if any, is unchanged)")]
     if s.pushed_version:
         rows.append(("pushed version", s.pushed_version))
-    return _section("overview", "Run", _table(("", ""), rows))
+    return _section("overview", "Run", _table(("", ""), rows)
+                    # Text, not a link: the report stays self-contained (no href outside itself).
+                    + f"<p class=dim>History of all runs on this root: ../{HISTORY_FILE}</p>")
 
 
 def _components(s: RunSummary) -> str:

@@ -11,6 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
+from components.pusher import UNCHANGED_VERSION
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
@@ -49,6 +50,9 @@ class RunSummary:
     snapshot_rows: Optional[int] = None
     # Everything ExampleValidator found (components.data_gate.Anomaly); empty if it did not run.
     anomalies: list = dataclasses.field(default_factory=list)
+    # Set when this run pushed nothing because the candidate is already this serving version: byte-identical
+    # (components/pusher.py), or pushed by an earlier run whose Pusher execution this run reused from cache.
+    unchanged_version: Optional[str] = None
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -103,6 +107,13 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     if pushed is not None and pushed.properties.get("pushed") == 1:
         summary.pushed_path = pushed.properties.get("pushed_destination")
         summary.pushed_version = pushed.properties.get("pushed_version")
+    pusher = summary.component("Pusher")
+    if pushed is not None and pushed.properties.get("pushed") == 1 and pusher.state == "cached":
+        # A rerun with nothing changed (components/baseline.py): the Pusher's output is the push
+        # of an earlier run, so this run pushed nothing and that version still holds the candidate.
+        summary.unchanged_version = summary.pushed_version
+    elif pushed is not None and pushed.properties.get("pushed") != 1:
+        summary.unchanged_version = pushed.properties.get(UNCHANGED_VERSION)
     return summary
 
 
@@ -162,8 +173,13 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in summary.validation_failures)
-    lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})" if summary.pushed_path
-                 else "pushed: nothing (the model serving now, if any, is unchanged)")
+    if summary.unchanged_version:
+        lines.append(f"pushed: nothing new: the candidate is the model serving now (version "
+                     f"{summary.unchanged_version}), so it was not pushed again")
+    elif summary.pushed_path:
+        lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})")
+    else:
+        lines.append("pushed: nothing (the model serving now, if any, is unchanged)")
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
     lines.append(f"metadata:  {config.pipeline.metadata_path}")
     if log_file:

@@ -102,6 +102,13 @@ def make_baseline_resolver(config: Config, candidate: BaseChannel) -> Resolver:
     return Resolver(strategy_class=PreviousBlessedModelStrategy, **channels, **{CANDIDATE_KEY: candidate})
 
 
+def make_warm_start_resolver() -> Resolver:
+    """The Trainer's base model for trainer.warm_start: TFX's latest blessed model, on Vertex too.
+    (Not make_baseline_resolver's: that one reads the Trainer's own output, a cycle here.)"""
+    return Resolver(strategy_class=LatestBlessedModelStrategy, model=Channel(type=standard_artifacts.Model),
+                    model_blessing=Channel(type=standard_artifacts.ModelBlessing))
+
+
 def beam_pipeline_args(config: Config) -> list[str]:
     """DirectRunner flags locally; DataflowRunner with the pipeline image on Vertex."""
     flow = config.dataflow

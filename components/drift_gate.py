@@ -1,0 +1,164 @@
+"""DriftGate: stop the run when the newest data drifted from what the serving model learned.
+
+TFX 1.16's ExampleValidator validates one statistics artifact against the
+schema; it has no input for a previous statistics artifact, so it cannot
+measure drift. This gate calls TFDV itself:
+tfdv.validate_statistics(newest, schema, previous_statistics=baseline) with a
+drift comparator on every column the model learns from, as the config's
+`features` section resolves against the schema (trainer/feature_config.py):
+Jensen-Shannon divergence for numeric features, L-infinity distance for
+categorical ones, and for the label by its task (regression: Jensen-Shannon).
+Columns the model does not use (features.ignore, infer: false) are not gated. Where
+- newest: statistics of the newest span of this run's snapshot (the whole
+  snapshot for a flat source), computed here; spans are small next to a
+  training window, so in-process TFDV is enough;
+- baseline: the train-split statistics of the data the serving model was
+  trained on (found by the caller through MLMD lineage, passed as a URI);
+  none on a first run, and then there is nothing to compare.
+It sits between StatisticsGen and Transform like DataGate and fails listing
+each drifted feature with its measured distance and threshold. Features named
+in `accepted` are reported but do not stop the run: a person's decision after
+reviewing the drift, for one run.
+"""
+
+
+import dataclasses
+import json
+import logging
+import os
+
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
+from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
+from tfx.dsl.component.experimental.decorators import component
+from tfx.dsl.io import fileio
+from tfx.types.standard_artifacts import Schema
+from tfx.utils import io_utils
+
+from components.snapshot.component import DatasetSnapshot
+from components.snapshot.store import DATA_DIR
+
+_MEASURE = {anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity",
+            anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: "Jensen-Shannon"}
+
+
+class DataDriftError(RuntimeError):
+    """The newest data drifted beyond a threshold; the message lists every drifted feature."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Drift:
+    feature: str
+    measure: str
+    distance: float
+    threshold: float
+
+    @property
+    def drifted(self) -> bool:
+        return self.distance > self.threshold
+
+    def __str__(self) -> str:
+        return f"feature {self.feature}: {self.measure} distance {self.distance:.3f} > threshold {self.threshold:g}"
+
+
+def gated_features(features_json: str, schema: schema_pb2.Schema) -> dict[str, str]:
+    """{column: "numeric" | "categorical"} for the label and every model input: the features
+    section (JSON) resolved against the schema's columns, as Transform and the Trainer resolve it."""
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    from trainer.feature_config import FeatureConfig, resolve
+    from trainer.features import column_types
+
+    resolved = resolve(FeatureConfig.model_validate_json(features_json),
+                       column_types(schema_utils.schema_as_feature_spec(schema).feature_spec))
+    gated = {resolved.label: "numeric" if resolved.task == "regression" else "categorical"}
+    gated.update({f.name: "numeric" for f in resolved.numeric})
+    gated.update({f.name: "categorical" for f in resolved.categorical})
+    return gated
+
+
+def with_comparators(schema: schema_pb2.Schema, gated: dict[str, str], numeric: float, categorical: float,
+                     per_feature: dict[str, float]) -> schema_pb2.Schema:
+    """A copy of schema with a drift comparator on each gated feature; per_feature thresholds win."""
+    unknown = sorted(set(per_feature) - set(gated))
+    if unknown:
+        raise ValueError(f"drift_gate.thresholds names columns the model does not use: {unknown} "
+                         f"(gated: {', '.join(sorted(gated))})")
+    out = schema_pb2.Schema()
+    out.CopyFrom(schema)
+    for feature in out.feature:
+        kind = gated.get(feature.name)
+        if kind == "numeric":
+            feature.drift_comparator.jensen_shannon_divergence.threshold = per_feature.get(feature.name, numeric)
+        elif kind == "categorical":
+            feature.drift_comparator.infinity_norm.threshold = per_feature.get(feature.name, categorical)
+    return out
+
+
+def measure(newest: statistics_pb2.DatasetFeatureStatisticsList, baseline: statistics_pb2.DatasetFeatureStatisticsList,
+            schema: schema_pb2.Schema) -> list[Drift]:
+    """Every feature's drift measurement, drifted or not, by feature name."""
+    import tensorflow_data_validation as tfdv
+
+    anomalies = tfdv.validate_statistics(newest, schema, previous_statistics=baseline)
+    found = [Drift(".".join(info.path.step), _MEASURE.get(m.type, str(m.type)), m.value, m.threshold)
+             for info in anomalies.drift_skew_info for m in info.drift_measurements]
+    return sorted(found, key=lambda d: d.feature)
+
+
+def check(found: list[Drift], accepted: frozenset[str]) -> None:
+    for d in found:
+        if d.drifted and d.feature in accepted:
+            logging.warning("drift gate: drift accepted by override: %s", d)
+    blocking = [d for d in found if d.drifted and d.feature not in accepted]
+    if blocking:
+        lines = [f"the newest data drifted from the serving model's training data in {len(blocking)} "
+                 f"feature{'s' if len(blocking) > 1 else ''}; stopping before Transform and Trainer:"]
+        lines += [f"  {d}" for d in blocking]
+        lines.append("Find out why (a unit change, a new source, a broken upstream job?). To train on it after review, "
+                     f"rerun with --set drift_gate.accepted='[{','.join(d.feature for d in blocking)}]'; thresholds "
+                     "are drift_gate.numeric_threshold, categorical_threshold and thresholds (per feature).")
+        raise DataDriftError("\n".join(lines))
+
+
+def newest_statistics(snapshot_uri: str, spans: list[str]) -> statistics_pb2.DatasetFeatureStatisticsList:
+    import pandas as pd
+    import tensorflow_data_validation as tfdv
+
+    top = os.path.join(snapshot_uri, DATA_DIR, spans[-1]) if spans else os.path.join(snapshot_uri, DATA_DIR)
+    files = sorted(p for p in fileio.glob(os.path.join(top, "*.csv")))
+    frames = []
+    for path in files:
+        with fileio.open(path) as f:
+            # As TFX's CSV decoder reads it: only an empty cell is missing (the snapshot emptied the
+            # data.missing_values tokens), not pandas's own list ("NA", "null", ...).
+            frames.append(pd.read_csv(f, keep_default_na=False, na_values=[""]))
+    return tfdv.generate_statistics_from_dataframe(pd.concat(frames, ignore_index=True))
+
+
+@component
+def DriftGate(snapshot: InputArtifact[DatasetSnapshot],
+              schema: InputArtifact[Schema],
+              baseline_statistics: Parameter[str] = "",
+              thresholds: Parameter[str] = "{}",
+              accepted: Parameter[str] = "",
+              features: Parameter[str] = "") -> None:
+    """baseline_statistics: URI of an ExampleStatistics artifact ("" on a first run);
+    thresholds: JSON {"numeric": x, "categorical": y, "features": {name: t}}; accepted: comma-separated features;
+    features: the config's features section as JSON (which columns to gate)."""
+    if not baseline_statistics:
+        logging.info("drift gate: no serving model's statistics yet; nothing to compare")
+        return
+    limits = json.loads(thresholds)
+    raw_schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
+    spans = [s for s in snapshot.get_string_custom_property("spans").split(",") if s]
+    baseline = statistics_pb2.DatasetFeatureStatisticsList()
+    # StatisticsGen's layout: <uri>/Split-<split>/FeatureStats.pb, a serialized DatasetFeatureStatisticsList.
+    with fileio.open(os.path.join(baseline_statistics, "Split-train", "FeatureStats.pb"), "rb") as f:
+        baseline.ParseFromString(f.read())
+    compared = with_comparators(raw_schema, gated_features(features, raw_schema), limits.get("numeric", 0.3),
+                                limits.get("categorical", 0.2), limits.get("features", {}))
+    found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans), baseline, compared)
+    for d in found:
+        logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance, d.threshold)
+    check(found, frozenset(filter(None, accepted.split(","))))
+

@@ -1,0 +1,122 @@
+"""Spans: data arriving over time as subdirectories of data.input_dir.
+
+A source in span layout holds only subdirectories named `span-<N>` (N a
+non-negative integer) or `YYYY-MM-DD`, one kind per source, each with the CSV
+files of that span. `data.spans` says which a run uses:
+  all        every span
+  latest     the newest span
+  window(k)  the newest k spans (fewer while fewer exist)
+The choice is made when the Snapshot step runs, from what the source holds
+then (on Vertex too: it is never frozen into a compiled pipeline), and the
+snapshot holds exactly those spans, under their own names.
+
+Numbered spans must be consecutive inside the selection: a gap is a span that
+has not landed (or was deleted), and training on a window with a hole in it
+would silently drop data. Dated spans may skip days.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import re
+from typing import Optional
+
+from components.snapshot.storage import storage_for
+
+_NUMBERED = re.compile(r"^span-(\d+)$")
+_DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+_SELECTION = re.compile(r"^(all|latest|window\((\d+)\))$")
+
+
+class SpanError(RuntimeError):
+    """The span layout or the selection is wrong; the message names the directory."""
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Span:
+    key: tuple          # sort key: (N,) or (year, month, day)
+    name: str           # the directory name
+    files: int = dataclasses.field(default=0, compare=False)
+
+
+def validate_selection(spec: str) -> str:
+    """The selection unchanged, or ValueError saying what is accepted."""
+    m = _SELECTION.match(spec)
+    if not m or (m.group(2) is not None and int(m.group(2)) < 1):
+        raise ValueError(f"{spec!r}: expected all, latest or window(k) with k >= 1")
+    return spec
+
+
+def _parse(name: str) -> Optional[tuple]:
+    if m := _NUMBERED.match(name):
+        return (int(m.group(1)),)
+    if m := _DATED.match(name):
+        try:
+            datetime.date(*map(int, m.groups()))
+        except ValueError:
+            return None
+        return tuple(map(int, m.groups()))
+    return None
+
+
+def parse_name(name: str) -> tuple:
+    """The sort key of a span directory name; ValueError if it is not one."""
+    key = _parse(name)
+    if key is None:
+        raise ValueError(f"{name!r} is not a span directory name (span-<N> or YYYY-MM-DD)")
+    return key
+
+
+def list_spans(source_uri: str, gcs_client=None) -> list[Span]:
+    """Every span of the source, oldest first; SpanError if the source is not in span layout."""
+    files = storage_for(source_uri, gcs_client).list()
+    counts: dict[str, int] = {}
+    for path in files:
+        top, sep, _ = path.partition("/")
+        if not sep:
+            raise SpanError(f"{source_uri}: file {path!r} is outside any span directory; with data.spans set, "
+                            "every file must be in a span-<N>/ or YYYY-MM-DD/ directory")
+        counts[top] = counts.get(top, 0) + 1
+    if not source_uri.startswith("gs://") and os.path.isdir(source_uri):
+        # GCS has no empty directories; locally an empty one is a span that did not land.
+        for entry in os.scandir(source_uri):
+            if entry.is_dir():
+                counts.setdefault(entry.name, 0)
+    spans, bad = [], []
+    for name, n in counts.items():
+        key = _parse(name)
+        (bad.append(name) if key is None else spans.append(Span(key, name, n)))
+    if bad:
+        raise SpanError(f"{source_uri}: {sorted(bad)} are not span directories (span-<N> or YYYY-MM-DD)")
+    if not spans:
+        raise SpanError(f"{source_uri}: no span directories (missing or empty source?)")
+    if len({len(s.key) for s in spans}) > 1:
+        raise SpanError(f"{source_uri}: mixes span-<N> and YYYY-MM-DD directories; use one kind")
+    return sorted(spans)
+
+
+def select(spans: list[Span], spec: str, source_uri: str = "") -> list[Span]:
+    """The spans `spec` picks out of `spans` (oldest first), checked for holes and empty directories."""
+    validate_selection(spec)
+    if spec == "all":
+        chosen = spans
+    elif spec == "latest":
+        chosen = spans[-1:]
+    else:
+        chosen = spans[-int(spec[len("window("):-1]):]
+    if len(chosen[0].key) == 1:
+        numbers = [s.key[0] for s in chosen]
+        missing = sorted(set(range(numbers[0], numbers[-1] + 1)) - set(numbers))
+        if missing:
+            raise SpanError(f"{source_uri}: span directories {['span-%d' % n for n in missing]} are missing "
+                            f"inside the selection {spec} ({chosen[0].name} .. {chosen[-1].name})")
+    empty = [s.name for s in chosen if s.files == 0]
+    if empty:
+        raise SpanError(f"{source_uri}: span directories {empty} are empty")
+    return chosen
+
+
+def newest(source_uri: str, gcs_client=None) -> Span:
+    return list_spans(source_uri, gcs_client)[-1]

@@ -1,0 +1,115 @@
+"""`python -m pipeline history`: one row per run of this pipeline root, read back from MLMD.
+
+Spans and rows come from the run's snapshot, the drift verdict from the
+DriftGate execution, the metric and blessing from the Evaluator, the version
+from the Pusher, and "serving now" from the serving directory itself (the
+version TF Serving loads). A run that exited before starting the pipeline (no
+new span, run lock busy) recorded nothing and has no row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from components import serving_dir
+from pipeline.config import Config
+from pipeline.runs import mlmd
+from pipeline.runs.summary import RunSummary, summarize
+from trainer.tasks import MAIN_METRICS, MainMetric
+
+# Components that stop a run on purpose; a failure there is a block, not a crash.
+GATES = ("DataGate", "DriftGate")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    run_id: str
+    spans: str
+    rows: Optional[int]
+    drift: str            # ok | accepted | DRIFT | - (not checked)
+    metric: Optional[float]  # the task's main metric (trainer/tasks.py) on the eval split
+    blessed: Optional[bool]
+    pushed_version: Optional[str]
+    unchanged_version: Optional[str]
+    stopped_by: Optional[str]  # the component that failed, if any
+    serving: bool = False
+
+    @property
+    def outcome(self) -> str:
+        if self.stopped_by in GATES:
+            return f"blocked by {self.stopped_by}"
+        if self.stopped_by:
+            return f"failed in {self.stopped_by}"
+        if self.pushed_version:
+            return "pushed"
+        if self.unchanged_version:
+            return "nothing new"
+        return "not blessed" if self.blessed is False else "not pushed"
+
+
+def _drift(summary: RunSummary, accepted: str) -> str:
+    gate = summary.component("DriftGate")
+    if gate is None:
+        return "-"
+    if gate.state == "failed":
+        return "DRIFT"
+    return "accepted" if accepted else "ok"
+
+
+def main_metric(config: Config) -> MainMetric:
+    return MAIN_METRICS[config.features.task if config.features is not None else "multiclass"]
+
+
+def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], metric_key: str) -> Row:
+    snapshot = summary.snapshots()[0][1] if summary.snapshots() else None
+    gate = summary.component("DriftGate")
+    accepted = ""
+    if gate is not None:
+        accepted = str(mlmd.properties(reader.store.get_executions_by_id([gate.execution_id])[0]).get("accepted", ""))
+    failed = next((c.name for c in summary.components if c.state == "failed"), None)
+    return Row(run_id=summary.run_id,
+               spans=str(snapshot.properties.get("spans", "")) or "(flat)" if snapshot else "-",
+               rows=summary.snapshot_rows, drift=_drift(summary, accepted),
+               metric=summary.metrics.get(metric_key),
+               blessed=summary.blessed,
+               # A rerun whose Pusher came from cache pushed nothing itself.
+               pushed_version=None if summary.unchanged_version else summary.pushed_version,
+               unchanged_version=summary.unchanged_version, stopped_by=failed,
+               serving=serving_version is not None and serving_version in (summary.pushed_version,
+                                                                            summary.unchanged_version))
+
+
+def history(config: Config) -> list[Row]:
+    """Every run of the pipeline on this root, oldest first."""
+    if not os.path.exists(config.pipeline.metadata_path):
+        return []
+    reader = mlmd.Reader.open(config.pipeline.metadata_path)
+    runs = [c for c in reader.store.get_contexts_by_type(mlmd.RUN_CONTEXT)
+            if any(p.name == config.pipeline.name for p in reader.store.get_parent_contexts_by_context(c.id))]
+    current = serving_dir.serving(config.pipeline.serving_dir)
+    rows = []
+    for run in sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id)):
+        summary = summarize(config.pipeline.metadata_path, config.pipeline.name, run.name)
+        rows.append(_row(reader, summary, current.name if current else None, main_metric(config).key))
+    return rows
+
+
+def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
+    if not rows:
+        return "no runs yet"
+    header = f"{'run':<27} {'spans':<22} {'rows':>5}  {'drift':<8} {metric_label:>8}  {'blessed':<7} " \
+             f"{'pushed':<11} {'outcome':<22} serving"
+    lines = [header]
+    for r in rows:
+        acc = f"{r.metric:.4f}" if r.metric is not None else "-"
+        blessed = {True: "yes", False: "NO", None: "-"}[r.blessed]
+        lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
+                     f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
+                     f"{'<- serving now' if r.serving and r.pushed_version else ''}")
+    return "\n".join(lines)
+
+
+def cmd_history(config: Config) -> str:
+    return format_history(history(config), main_metric(config).label)

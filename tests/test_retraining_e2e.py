@@ -1,0 +1,87 @@
+"""Scheduled retraining on one pipeline root: runs take turns, and nothing new is never pushed again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.serving_dir import versions
+from pipeline.config import load_config, resolve
+from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
+from pipeline.runs import mlmd, span_data
+from pipeline.runs.retraining import no_new_span
+from pipeline.runs.summary import summarize
+from tests.conftest import CONFIG, SAFETY_TRAIN_STEPS, tree_hashes
+
+pytestmark = pytest.mark.e2e
+
+
+_ENV = {**os.environ, "PYTHONPATH": os.getcwd()}
+
+
+def _command(overrides: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pipeline", "run", "--config", CONFIG,
+            *[a for o in overrides for a in ("--set", o)]]
+
+
+def _start(overrides: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(_command(overrides), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_ENV)
+
+
+def _recipe(config) -> span_data.Recipe:
+    return span_data.Recipe.from_config(config)
+
+
+def _four_spans(directory) -> str:
+    config = load_config(CONFIG)
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), str(directory), _recipe(config), count=4, rows=170)
+    return str(directory)
+
+
+def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_path):
+    """Two runs on one root, on four spans with window(2); each would retrain even without a new span."""
+    source = _four_spans(tmp_path / "spans")
+    overrides = [f"pipeline.root={tmp_path}", SAFETY_TRAIN_STEPS, f"data.input_dir={source}", "data.spans=window(2)",
+                 "data.skip_when_no_new_span=false"]
+    procs = [_start(overrides), _start(overrides)]
+    outputs = [p.communicate(timeout=900)[0] for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [EXIT_OK, EXIT_NOTHING_NEW], outputs
+    first, second = (outputs[0], outputs[1]) if codes[0] == EXIT_OK else (outputs[1], outputs[0])
+    assert "waiting for the run holding" in second and "run.lock" in second, second
+    assert "pushed: nothing new: the candidate is the model serving now" in second, second
+
+    config = load_config(CONFIG, overrides)
+    serving = config.pipeline.serving_dir
+    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [versions(serving)[0].name]
+    # The second run decided against the first run's model: nothing had changed, so its Trainer,
+    # Evaluator and Pusher were the first run's executions from cache (components/baseline.py),
+    # and its candidate, the model the first pushed, was not pushed again.
+    later = summarize(config.pipeline.metadata_path, config.pipeline.name)
+    assert {n: later.component(n).state for n in ("Trainer", "Evaluator", "Pusher")} == dict.fromkeys(
+        ("Trainer", "Evaluator", "Pusher"), "cached")
+    assert later.blessed is True and later.unchanged_version == versions(serving)[0].name
+    reader = mlmd.Reader.open(config.pipeline.metadata_path)
+    [push] = [a for a in reader.artifacts_of_type("PushedModel") if mlmd.properties(a).get("pushed") == 1]
+    assert later.output("Pusher", "PushedModel").id == push.id
+
+    # The snapshot held exactly the window's spans, and MLMD says so.
+    assert later.snapshots()[0][1].properties["spans"] == "span-3,span-4"
+    assert sorted(p.parent.name for p in Path(later.snapshots()[0][1].properties["snapshot_uri"]).rglob("*.csv")) \
+        == ["span-3", "span-4"]
+
+    # No new span since the blessed model: a scheduled run exits at once, and pushes nothing.
+    before = tree_hashes(Path(serving))
+    rerun = subprocess.run(_command([*overrides[:-1], "data.skip_when_no_new_span=true"]),
+                           capture_output=True, text=True, env=_ENV, timeout=300)
+    assert rerun.returncode == EXIT_NOTHING_NEW, rerun.stdout + rerun.stderr
+    assert "no new span: the newest in" in rerun.stdout and "span-4" in rerun.stdout, rerun.stdout
+    assert tree_hashes(Path(serving)) == before
+    assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == later.run_id  # no new run
+    # A span lands: now there is something new (the drift gate's runs are in test_simulate_e2e.py).
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), source, _recipe(config), count=1, first=5, rows=20)
+    assert no_new_span(config) is None

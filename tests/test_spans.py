@@ -1,0 +1,124 @@
+"""Span layout: selection, layout errors, snapshots of exactly the chosen spans, span data for the simulation."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from components.snapshot import spans, store
+from components.snapshot.component import SPANS, SnapshotExecutor
+from pipeline.config import load_config
+from pipeline.errors import ConfigError
+from pipeline.runs import span_data
+from tests.conftest import CONFIG
+
+
+def _spans(root: Path, *names: str, empty: tuple[str, ...] = ()) -> Path:
+    for name in names:
+        (root / name).mkdir(parents=True)
+        if name not in empty:
+            (root / name / "data.csv").write_text(f"a,b\n1,{name}\n")
+    return root
+
+
+def _names(chosen) -> list[str]:
+    return [s.name for s in chosen]
+
+
+def test_selections_on_numbered_spans(tmp_path):
+    src = str(_spans(tmp_path, "span-1", "span-2", "span-3", "span-4", "span-5"))
+    found = spans.list_spans(src)
+    assert _names(found) == ["span-1", "span-2", "span-3", "span-4", "span-5"]
+    assert _names(spans.select(found, "all", src)) == _names(found)
+    assert _names(spans.select(found, "latest", src)) == ["span-5"]
+    assert _names(spans.select(found, "window(2)", src)) == ["span-4", "span-5"]
+    assert _names(spans.select(found, "window(9)", src)) == _names(found)  # fewer than k so far
+
+
+def test_numbered_spans_sort_by_number_and_dated_by_date(tmp_path):
+    assert _names(spans.list_spans(str(_spans(tmp_path / "n", "span-10", "span-9")))) == ["span-9", "span-10"]
+    dated = spans.list_spans(str(_spans(tmp_path / "d", "2026-01-10", "2025-12-31")))
+    assert _names(dated) == ["2025-12-31", "2026-01-10"]
+
+
+@pytest.mark.parametrize("layout, selection, message", [
+    ((("span-1", "span-2", "span-4"), ()), "all", r"\['span-3'\] are missing inside the selection all"),
+    ((("span-1", "span-2", "span-3"), ("span-3",)), "latest", r"\['span-3'\] are empty"),
+    ((("span-1", "notes"), ()), "all", r"\['notes'\] are not span directories"),
+    ((("span-1", "2026-01-01"), ()), "all", "mixes span-<N> and YYYY-MM-DD"),
+    (((), ()), "all", "no span directories"),
+])
+def test_layout_errors_name_the_directory(tmp_path, layout, selection, message):
+    names, empty = layout
+    src = str(_spans(tmp_path / "src", *names, empty=empty))
+    (tmp_path / "src").mkdir(exist_ok=True)
+    with pytest.raises(spans.SpanError, match=message):
+        spans.select(spans.list_spans(src), selection, src)
+
+
+def test_a_file_outside_the_spans_is_an_error(tmp_path):
+    src = _spans(tmp_path, "span-1")
+    (src / "stray.csv").write_text("a\n1\n")
+    with pytest.raises(spans.SpanError, match="'stray.csv' is outside any span directory"):
+        spans.list_spans(str(src))
+
+
+@pytest.mark.parametrize("bad", ["window(0)", "window()", "last", "window(2"])
+def test_config_rejects_bad_selections(bad):
+    with pytest.raises(ConfigError, match="data.spans.*all, latest or window"):
+        load_config(CONFIG, [f"data.spans={bad}"])
+
+
+def test_window_2_of_four_spans_snapshots_exactly_spans_3_and_4(tmp_path):
+    """The Snapshot step's executor, run as TFX runs it, on a source that gains a span between runs."""
+    from tfx.types import standard_artifacts
+
+    from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, DatasetSnapshot
+
+    src = _spans(tmp_path / "src", "span-1", "span-2", "span-3", "span-4")
+    snapshot, data_uri = DatasetSnapshot(), standard_artifacts.String()
+    snapshot.uri = str(tmp_path / "artifact")
+    Path(snapshot.uri).mkdir()
+    data_uri.uri = str(tmp_path / "data_uri")
+    SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot], DATA_URI_KEY: [data_uri]},
+                          {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SPANS: "window(2)"})
+    assert snapshot.get_string_custom_property(SPANS) == "span-3,span-4"
+    manifest = json.loads((Path(snapshot.uri) / store.MANIFEST).read_text())
+    assert manifest["spans"] == ["span-3", "span-4"]
+    assert sorted(f["path"] for f in manifest["files"]) == ["span-3/data.csv", "span-4/data.csv"]
+    assert sorted(p.relative_to(data_uri.value).as_posix() for p in Path(data_uri.value).rglob("*.csv")) == [
+        "span-3/data.csv", "span-4/data.csv"]
+
+
+def test_span_data_resamples_and_drifts_from_the_schema(tmp_path):
+    config = load_config(CONFIG)
+    recipe = span_data.Recipe.from_config(config)
+    drift = recipe.drift
+    # From the features section: a numeric FLOAT input and a categorical input, never the label.
+    assert drift.numeric in recipe.noisy and drift.numeric in {f.name for f in config.features.numeric}
+    assert drift.categorical in {f.name for f in config.features.categorical}
+    assert config.features.label not in {*recipe.noisy, drift.categorical} and "NA" in recipe.missing
+    low, high = recipe.domains[drift.numeric]
+    source = Path(__file__).parent.parent / "data" / "penguins" / "penguins.csv"
+    dirs = span_data.write_spans(str(source), str(tmp_path), recipe, count=3, rows=200, drift_at=3)
+    assert [d.name for d in dirs] == ["span-1", "span-2", "span-3"]
+
+    def column(n, name):
+        with open(tmp_path / f"span-{n}" / "data.csv", newline="") as f:
+            return [r[name] for r in csv.DictReader(f)]
+
+    def mean(values):
+        numbers = [float(v) for v in values if v not in recipe.missing]
+        return sum(numbers) / len(numbers)
+
+    assert len(column(1, drift.numeric)) == 200
+    assert 0.8 < mean(column(2, drift.numeric)) / mean(column(1, drift.numeric)) < 1.25
+    assert 1.15 < mean(column(3, drift.numeric)) / mean(column(1, drift.numeric)) < 1.35
+    # Still inside the schema's domain: the data gate must let it through to the drift gate.
+    assert all(low <= float(v) <= high for n in (1, 2, 3) for v in column(n, drift.numeric)
+               if v not in recipe.missing)
+    common = max(set(column(1, drift.categorical)), key=column(1, drift.categorical).count)
+    assert column(3, drift.categorical).count(common) < column(1, drift.categorical).count(common) / 2
