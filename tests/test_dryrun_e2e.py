@@ -20,7 +20,6 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline.config import load_config
 from pipeline.vertex.dryrun.run import dry_run
-from trainer import features
 
 pytestmark = pytest.mark.e2e
 
@@ -84,20 +83,23 @@ def test_both_pushed_models_score_the_raw_csv(two_runs):
     rows = list(csv.DictReader(open(Path(first.bucket.local(config.data.input_dir)) / "penguins.csv")))
     for result in (first, second):
         serve = tf.saved_model.load(result.runs[0].summary.pushed_path).signatures["serving_default"]
-        requests = [_example(row, schema).SerializeToString() for row in rows]
+        requests = [_example(row, schema, config).SerializeToString() for row in rows]
         predicted = serve(examples=tf.constant(requests))["class_name"].numpy().tolist()
-        truth = [row[features.LABEL].encode() for row in rows]
+        truth = [row[config.features.label].encode() for row in rows]
         accuracy = sum(p == t for p, t in zip(predicted, truth)) / len(truth)
         assert accuracy >= 0.9, (result.runs[0].job_id, accuracy)
 
 
-def _example(row: dict[str, str], schema: schema_pb2.Schema) -> tf.train.Example:
-    """A CSV row as CsvExampleGen reads it, without the label: an empty cell is a feature with no values."""
+def _example(row: dict[str, str], schema: schema_pb2.Schema, config) -> tf.train.Example:
+    """A CSV row as the pipeline reads it, without the label: an empty cell, or one holding a
+    missing-value token (`NA`), is a feature with no values."""
     example = tf.train.Example()
     for feature in schema.feature:
-        if feature.name == features.LABEL or feature.name not in row:
+        if feature.name == config.features.label or feature.name not in row:
             continue
         value, target = row[feature.name], example.features.feature[feature.name]
+        if value in config.data.missing_values:
+            value = ""
         if feature.type == schema_pb2.INT:
             target.int64_list.value.extend([int(value)] if value else [])
         elif feature.type == schema_pb2.FLOAT:
