@@ -11,14 +11,11 @@ object's full resource name stands for an IAM condition on resource.name.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import unquote
 
-_STATUS = {403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
+from tests.fake_http import JsonServer
 
 
 @dataclass
@@ -36,43 +33,13 @@ class Project:
     requests: list[tuple[str, str]] = field(default_factory=list)
 
 
-class FakeGoogleApis:
+class FakeGoogleApis(JsonServer):
     def __init__(self, project: Project):
         self.p = project
 
-    def start(self) -> str:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _handle(self):
-                url = urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else {}
-                fake.p.requests.append((self.command, url.path))
-                status, answer = fake._route(self.command, url.path, parse_qs(url.query), body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = _handle
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    @staticmethod
-    def error(status: int, message: str) -> tuple[int, dict]:
-        return status, {"error": {"code": status, "message": message, "status": _STATUS[status]}}
+    def _serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
+        self.p.requests.append((method, path))
+        return self._route(method, path, query, body)
 
     def _route(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
         routes = [

@@ -8,15 +8,11 @@ test queues a failure, so the client raises its real exception types.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
 
-_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
-           500: "INTERNAL"}
+from tests.fake_http import JsonServer
+
 _PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
 _NOW = "2026-11-30T08:00:00Z"
 
@@ -30,7 +26,7 @@ class Request:
 
 
 @dataclass
-class FakeVertex:
+class FakeVertex(JsonServer):
     requests: list[Request] = field(default_factory=list)
     jobs: dict[str, dict] = field(default_factory=dict)
     schedules: dict[str, dict] = field(default_factory=dict)
@@ -43,43 +39,13 @@ class FakeVertex:
         """The next request matching method and path gets this HTTP error."""
         self._failures.append((method, path_regex, status, message))
 
-    def start(self) -> str:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-            def _handle(self):
-                url = urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-                request = Request(self.command, url.path, parse_qs(url.query), body)
-                fake.requests.append(request)
-                status, answer = fake._route(request)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_DELETE = do_PATCH = _handle
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def _serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
+        request = Request(method, path, query, body)
+        self.requests.append(request)
+        return self._route(request)
 
     def sent(self, method: str, path_regex: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and re.search(path_regex, r.path)]
-
-    @staticmethod
-    def error(status: int, message: str) -> tuple[int, dict]:
-        return status, {"error": {"code": status, "message": message, "status": _STATUS[status]}}
 
     def _route(self, r: Request) -> tuple[int, dict]:
         for i, (method, regex, status, message) in enumerate(self._failures):

@@ -170,12 +170,13 @@ def grants(tf: dict) -> list[Grant]:
         for name, body in named.items():
             target_key = next(k for k in ("bucket", "repository", "service_account_id", "project") if k in body)
             condition = body.get("condition", [{}])[0].get("expression")
-            condition = condition.replace('\\"', '"') if condition else None  # HCL escapes inner quotes
             for key, value in _instances(tf, body.get("for_each")):
                 def fill(text, key=key, value=value):
                     return _each(text, key, value) if text is not None else None
+                expression = fill(condition)
+                expression = expression.replace('\\"', '"') if expression else None  # HCL escapes inner quotes
                 found.append(Grant(f"{rtype}.{name}" + (f"[{key}]" if key else ""), fill(body["role"]),
-                                   fill(body["member"]), fill(body[target_key]), fill(condition)))
+                                   fill(body["member"]), fill(body[target_key]), expression))
     return found
 
 

@@ -36,10 +36,10 @@ def compiled_template(*overrides: str) -> Path:
 
 def task_executor(spec: dict, task: str) -> dict:
     """The container spec of one task in a compiled PipelineJob JSON."""
+    from pipeline.vertex.cache_rule import task_executor as executor
+
     pipeline_spec = spec["pipelineSpec"]
-    component = pipeline_spec["root"]["dag"]["tasks"][task]["componentRef"]["name"]
-    executor = pipeline_spec["components"][component]["executorLabel"]
-    return pipeline_spec["deploymentSpec"]["executors"][executor]["container"]
+    return executor(pipeline_spec, pipeline_spec["root"]["dag"]["tasks"][task])["container"]
 
 
 OBJECTS = f"//storage.googleapis.com/projects/_/buckets/{BUCKET}/objects/"

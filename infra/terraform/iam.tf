@@ -85,27 +85,84 @@ resource "google_project_iam_member" "roles" {
 
 # --- Pipeline bucket -------------------------------------------------------------
 
-# Pipeline steps write everywhere the pipeline writes: step outputs, snapshots,
-# Dataflow staging, and the pushed models under serving_model/.
-resource "google_storage_bucket_iam_member" "pipeline_objects" {
+locals {
+  # The accounts' grants on the pipeline bucket. (for_each keys must be known
+  # when planning, so the accounts' emails, unknown before the first apply, are
+  # values under fixed keys.)
+  bucket_roles = {
+    # Pipeline steps write everywhere the pipeline writes: step outputs, snapshots,
+    # Dataflow staging, and the pushed models under serving_model/.
+    pipeline_objects = { sa = google_service_account.pipeline.email, role = "roles/storage.objectUser" }
+    # Beam checks that temp_location's bucket exists, and the submitter's client
+    # reads the bucket before creating a run: both need storage.buckets.get.
+    pipeline_reads_bucket = { sa = google_service_account.pipeline.email, role = "roles/storage.legacyBucketReader" }
+    dataflow_reads_bucket = { sa = google_service_account.dataflow.email, role = "roles/storage.legacyBucketReader" }
+    # Reading: data, snapshots, transformed examples, staged Dataflow files, models.
+    training_reads = { sa = google_service_account.training.email, role = "roles/storage.objectViewer" }
+    dataflow_reads = { sa = google_service_account.dataflow.email, role = "roles/storage.objectViewer" }
+    serving_reads  = { sa = google_service_account.serving.email, role = "roles/storage.objectViewer" }
+  }
+
+  # Grants limited to the object-name prefixes each job uses (uniform
+  # bucket-level access makes IAM conditions on object names possible).
+  # Neither the training nor the dataflow account can touch serving_model/:
+  # only the pipeline's Pusher writes there, and only a blessed model.
+  bucket_prefix_roles = {
+    training_writes = {
+      sa          = google_service_account.training.email
+      role        = "roles/storage.objectUser"
+      title       = "pipeline-root-only"
+      description = "Checkpoints and the model, under the Trainer's output in the pipeline root."
+      expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.pipeline_root}\")"
+    }
+    dataflow_writes = {
+      sa          = google_service_account.dataflow.email
+      role        = "roles/storage.objectUser"
+      title       = "pipeline-root-and-dataflow-tmp"
+      description = "Step outputs (with Beam's temp files next to them) and Dataflow's temp files."
+      expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.pipeline_root}\") || resource.name.startsWith(\"${local.objects}${local.prefixes.dataflow_tmp}\")"
+    }
+    # The build uploads the compiled spec. A condition rather than a second bucket:
+    # the spec stays next to the runs it starts, under the same access logging,
+    # versioning and retention, which a second bucket would have to repeat.
+    build_writes = {
+      sa          = google_service_account.build.email
+      role        = "roles/storage.objectUser"
+      title       = "specs-only"
+      description = "Compiled pipeline specs."
+      expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.specs}\")"
+    }
+    # `gcloud builds submit --gcs-source-staging-dir=gs://BUCKET/source` stages the
+    # sources here (deployers may create objects there, below), and the build
+    # account reads them to start the build.
+    build_source_reader = {
+      sa          = google_service_account.build.email
+      role        = "roles/storage.objectViewer"
+      title       = "build-source-reads"
+      description = "Staged build sources only."
+      expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.build_source}\")"
+    }
+  }
+}
+
+resource "google_storage_bucket_iam_member" "accounts" {
+  for_each   = local.bucket_roles
   bucket     = google_storage_bucket.pipeline.name
-  role       = "roles/storage.objectUser"
-  member     = "serviceAccount:${google_service_account.pipeline.email}"
+  role       = each.value.role
+  member     = "serviceAccount:${each.value.sa}"
   depends_on = [google_project_service.apis]
 }
 
-# Beam checks that temp_location's bucket exists, and the submitter's client
-# reads the bucket before creating a run: both need storage.buckets.get.
-# (for_each keys must be known when planning, so the accounts' emails,
-# unknown before the first apply, are values under fixed keys.)
-resource "google_storage_bucket_iam_member" "bucket_readers" {
-  for_each = {
-    pipeline = google_service_account.pipeline.email
-    dataflow = google_service_account.dataflow.email
+resource "google_storage_bucket_iam_member" "accounts_under_prefixes" {
+  for_each = local.bucket_prefix_roles
+  bucket   = google_storage_bucket.pipeline.name
+  role     = each.value.role
+  member   = "serviceAccount:${each.value.sa}"
+  condition {
+    title       = each.value.title
+    description = each.value.description
+    expression  = each.value.expression
   }
-  bucket     = google_storage_bucket.pipeline.name
-  role       = "roles/storage.legacyBucketReader"
-  member     = "serviceAccount:${each.value}"
   depends_on = [google_project_service.apis]
 }
 
@@ -114,77 +171,6 @@ resource "google_storage_bucket_iam_member" "deployers_read_bucket" {
   bucket     = google_storage_bucket.pipeline.name
   role       = "roles/storage.legacyBucketReader"
   member     = each.value
-  depends_on = [google_project_service.apis]
-}
-
-# Reading: data, snapshots, transformed examples, staged Dataflow files, models.
-resource "google_storage_bucket_iam_member" "object_readers" {
-  for_each = {
-    training = google_service_account.training.email
-    dataflow = google_service_account.dataflow.email
-    serving  = google_service_account.serving.email
-  }
-  bucket     = google_storage_bucket.pipeline.name
-  role       = "roles/storage.objectViewer"
-  member     = "serviceAccount:${each.value}"
-  depends_on = [google_project_service.apis]
-}
-
-# Writing only under the prefixes each job writes to (uniform bucket-level
-# access makes IAM conditions on object names possible). Neither the training
-# nor the dataflow account can touch serving_model/: only the pipeline's Pusher
-# writes there, and only a blessed model.
-resource "google_storage_bucket_iam_member" "training_writes" {
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.training.email}"
-  condition {
-    title       = "pipeline-root-only"
-    description = "Checkpoints and the model, under the Trainer's output in the pipeline root."
-    expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.pipeline_root}\")"
-  }
-  depends_on = [google_project_service.apis]
-}
-
-resource "google_storage_bucket_iam_member" "dataflow_writes" {
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.dataflow.email}"
-  condition {
-    title       = "pipeline-root-and-dataflow-tmp"
-    description = "Step outputs (with Beam's temp files next to them) and Dataflow's temp files."
-    expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.pipeline_root}\") || resource.name.startsWith(\"${local.objects}${local.prefixes.dataflow_tmp}\")"
-  }
-  depends_on = [google_project_service.apis]
-}
-
-# The build uploads the compiled spec. A condition rather than a second bucket:
-# the spec stays next to the runs it starts, under the same access logging,
-# versioning and retention, which a second bucket would have to repeat.
-resource "google_storage_bucket_iam_member" "build_writes" {
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.build.email}"
-  condition {
-    title       = "specs-only"
-    description = "Compiled pipeline specs."
-    expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.specs}\")"
-  }
-  depends_on = [google_project_service.apis]
-}
-
-# `gcloud builds submit --gcs-source-staging-dir=gs://BUCKET/source` stages the
-# sources here (deployers may create objects there), and the build account
-# reads them to start the build.
-resource "google_storage_bucket_iam_member" "build_source_reader" {
-  bucket = google_storage_bucket.pipeline.name
-  role   = "roles/storage.objectViewer"
-  member = "serviceAccount:${google_service_account.build.email}"
-  condition {
-    title       = "build-source-reads"
-    description = "Staged build sources only."
-    expression  = "resource.name.startsWith(\"${local.objects}${local.prefixes.build_source}\")"
-  }
   depends_on = [google_project_service.apis]
 }
 

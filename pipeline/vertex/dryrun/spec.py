@@ -61,10 +61,6 @@ class Task:
     def container(self) -> Optional[dict[str, Any]]:
         return self.executor.get("container")
 
-    @property
-    def caching_enabled_in_spec(self) -> bool:
-        return bool(self.spec.get("cachingOptions", {}).get("enableCache", False))
-
 
 def submitted_job(config: Config, template: Path) -> Job:
     """The body submit() would POST: built by client.build_job, offline (anonymous credentials, no call made)."""
@@ -195,20 +191,20 @@ def _importable(class_path: str, field: str) -> type:
         raise SpecError(f"{field}: {class_path!r} does not import ({type(cause).__name__}: {cause})") from None
 
 
+def schema_title(type_schema: dict[str, Any]) -> str:
+    return type_schema.get("schemaTitle") or yaml.safe_load(type_schema.get("instanceSchema", "")).get("title", "")
+
+
 def artifact_class(type_schema: dict[str, Any], field: str) -> type:
     """The TFX class of an artifact type, found the way TFX's Vertex entrypoint finds it
     (kubeflow_v2_entrypoint_utils._retrieve_class_path): standard titles by table, others imported by title."""
     from tfx.orchestration.kubeflow.v2 import compiler_utils
 
-    title = type_schema.get("schemaTitle") or yaml.safe_load(type_schema.get("instanceSchema", "")).get("title")
+    title = schema_title(type_schema)
     if not title:
         raise SpecError(f"{field}: artifact type has no schema title")
     path = compiler_utils.TITLE_TO_CLASS_PATH.get(title, title)
     return _importable(path, f"{field} (title {title!r}; TFX's Vertex entrypoint imports a custom type by its title)")
-
-
-def schema_title(type_schema: dict[str, Any]) -> str:
-    return type_schema.get("schemaTitle") or yaml.safe_load(type_schema.get("instanceSchema", "")).get("title", "")
 
 
 def _check_artifact_types(task: Task) -> None:

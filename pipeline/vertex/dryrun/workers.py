@@ -139,7 +139,6 @@ def _pool_command(i: int, pool: dict[str, Any], total: int, settings: Settings) 
     if is_tpu or accelerator:
         settings.report(f"  DEVICE EMULATED: {field} asks for {'a TPU' if is_tpu else accelerator}; "
                         "there is none here, so it runs on CPU")
-    if is_tpu or accelerator:
         command = _cpu_trainer(command, total, field, settings, is_tpu)
     if is_tpu:
         for key in sorted(env):
