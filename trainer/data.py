@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+import numpy as np
 import tensorflow as tf
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
@@ -17,6 +18,27 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
     batch = dict(batch)
     return batch, batch.pop(label)
+
+
+def list_files(file_pattern: str | list[str]) -> list[str]:
+    """The files a glob, or a list of globs, matches: sorted, so every reader sees one order."""
+    return sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
+                  else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
+
+
+def label_moments(file_pattern: str | list[str], label_key: str) -> tuple[float, float]:
+    """Mean and standard deviation of the label over Transform's (gzipped) training records."""
+    spec = {label_key: tf.io.FixedLenFeature([], tf.float32)}
+    ds = tf.data.TFRecordDataset(list_files(file_pattern), compression_type="GZIP").batch(4096).map(
+        lambda x: tf.io.parse_example(x, spec)[label_key])
+    n, total, squares = 0, 0.0, 0.0
+    for batch in ds.as_numpy_iterator():
+        values = batch.astype(np.float64)
+        n, total, squares = n + values.size, total + values.sum(), squares + np.square(values).sum()
+    if not n:
+        raise ValueError(f"no training labels in {file_pattern!r}")
+    mean = total / n
+    return mean, float(np.sqrt(max(squares / n - mean * mean, 0.0)))
 
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
@@ -32,8 +54,7 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     `max_batches` > 0 caps the batches each input pipeline yields (a quick eval).
     `label` is the transformed label feature, split off as the labels.
     """
-    files = sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
-                   else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
+    files = list_files(file_pattern)
     if not files:
         raise FileNotFoundError(f"no input files match {file_pattern!r}")
 

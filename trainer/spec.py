@@ -10,7 +10,7 @@ from typing import Mapping
 import tensorflow_transform as tft
 import tf_keras
 
-from trainer import features, tasks
+from trainer import data, features, tasks
 from trainer.config import TrainerConfig
 from trainer.feature_config import ResolvedFeatures, resolve
 from trainer.features import ModelLayout, layout_from_schema
@@ -45,6 +45,6 @@ def make_task(resolved: ResolvedFeatures, transformed_schema, label_xf: str, tra
         return tasks.Multiclass(num_classes=int(label.int_domain.max) + 1)
     if resolved.task == "binary":
         return tasks.Binary()
-    mean, std = tasks.label_moments(train_files, label_xf)
+    mean, std = data.label_moments(train_files, label_xf)
     log.info("regression label %s: mean %.6g, std %.6g over the training split", resolved.label, mean, std)
     return tasks.Regression(mean, std)

@@ -4,8 +4,8 @@ The records look exactly like the Transform component's transformed_examples
 for a features section (gzipped TFRecords of tf.Examples with the `*_xf`
 features of trainer/preprocessing.py: z-scored numbers, category ids, the
 class id), so the trainer, its tests and the benchmark read them through the
-same input code as the real pipeline's data. The columns come from a
-FeatureConfig; by default a generic one of four numbers and two categories.
+same input code as the real pipeline's data. The columns are those of
+DEFAULT_FEATURES, a generic section of four numbers and two categories.
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ NUM_CLASSES = 3
 VOCAB_SIZES = {f.name: CATEGORY_SIZE for f in DEFAULT_FEATURES.categorical}
 
 
-def layout(config: FeatureConfig = DEFAULT_FEATURES, vocab_sizes: Optional[dict[str, int]] = None) -> ModelLayout:
-    """The model layout of `config`'s named features; categories have `vocab_sizes[name]` ids."""
-    sizes = {f.name: CATEGORY_SIZE for f in config.categorical}
-    sizes.update(vocab_sizes or {})
-    return ModelLayout(dense=tuple(xf(f.name) for f in config.numeric),
+def layout(vocab_sizes: Optional[dict[str, int]] = None) -> ModelLayout:
+    """The model layout of DEFAULT_FEATURES; categories have `vocab_sizes[name]` ids (default VOCAB_SIZES)."""
+    sizes = {**VOCAB_SIZES, **(vocab_sizes or {})}
+    return ModelLayout(dense=tuple(xf(f.name) for f in DEFAULT_FEATURES.numeric),
                        categorical=tuple(CategoricalInput(xf(n), size, 0) for n, size in sizes.items()),
-                       label=xf(config.label))
+                       label=xf(DEFAULT_FEATURES.label))
 
 
 def feature_spec(model_layout: ModelLayout) -> dict:
@@ -44,7 +43,7 @@ def feature_spec(model_layout: ModelLayout) -> dict:
 
 
 def write_examples(directory: str, num_examples: int, *, shards: int = 2, seed: int = 0,
-                   model_layout: Optional[ModelLayout] = None, num_classes: int = NUM_CLASSES) -> str:
+                   model_layout: Optional[ModelLayout] = None) -> str:
     """Write `num_examples` rows in `shards` files; returns their glob pattern.
 
     Each class has its own centre in the numeric features and its own favourite
@@ -54,9 +53,9 @@ def write_examples(directory: str, num_examples: int, *, shards: int = 2, seed: 
     model_layout = model_layout or layout()
     n_dense = len(model_layout.dense)
     # The class centres are fixed, so splits written with different seeds share a distribution.
-    centres = np.random.default_rng(1234).normal(0.0, 1.0, (num_classes, n_dense))
+    centres = np.random.default_rng(1234).normal(0.0, 1.0, (NUM_CLASSES, n_dense))
     rng = np.random.default_rng(seed)
-    labels = rng.integers(0, num_classes, num_examples)
+    labels = rng.integers(0, NUM_CLASSES, num_examples)
     numeric = centres[labels] + rng.normal(0.0, 0.8, (num_examples, n_dense))
     ids = {}
     for i, c in enumerate(model_layout.categorical):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -46,7 +45,7 @@ EXTRA_METRICS = {"multiclass": (), "binary": ("BinaryAccuracy",), "regression": 
 
 
 class Task:
-    name: str
+    name: str             # features.task
     width: int            # model outputs per example
     metric_name: str      # the training metric in logs and TensorBoard
     prediction_key: str   # the serving output the Evaluator reads
@@ -127,21 +126,4 @@ class Regression(Task):
         return {PREDICTION: self.mean + self.std * tf.reshape(outputs, [-1])}
 
 
-TASKS: dict[str, type[Task]] = {"multiclass": Multiclass, "binary": Binary, "regression": Regression}
-
-
-def label_moments(file_pattern, label_key: str) -> tuple[float, float]:
-    """Mean and standard deviation of the label over Transform's (gzipped) training records."""
-    files = tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str) else [
-        f for p in file_pattern for f in tf.io.gfile.glob(p)]
-    spec = {label_key: tf.io.FixedLenFeature([], tf.float32)}
-    ds = tf.data.TFRecordDataset(sorted(files), compression_type="GZIP").batch(4096).map(
-        lambda x: tf.io.parse_example(x, spec)[label_key])
-    n, total, squares = 0, 0.0, 0.0
-    for batch in ds.as_numpy_iterator():
-        values = batch.astype(np.float64)
-        n, total, squares = n + values.size, total + values.sum(), squares + np.square(values).sum()
-    if not n:
-        raise ValueError(f"no training labels in {file_pattern!r}")
-    mean = total / n
-    return mean, float(np.sqrt(max(squares / n - mean * mean, 0.0)))
+TASKS: dict[str, type[Task]] = {t.name: t for t in (Multiclass, Binary, Regression)}
