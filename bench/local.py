@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable
 
-from bench.measure import Measured, run_measured
+from bench.measure import run_measured
+from bench.side_by_side import CONFIG_FILE, ENV, check, components, our_command
+from pipeline.config import REPO_ROOT, load_config
 
 RERUN_TARGET_SECONDS = 3.0
 IMPORTS_ONLY = [sys.executable, "-c", "import pipeline.local_runner"]
@@ -21,9 +22,8 @@ IMPORTS_ONLY = [sys.executable, "-c", "import pipeline.local_runner"]
 
 def before_command(checkout: Path, root: str) -> list[str]:
     """`make run` (caching off) as an earlier checkout has it, with that checkout's venv."""
-    return [str(checkout / ".venv" / "bin" / "python"), "-m", "pipeline", "run",
-            "--config", str(checkout / "configs" / "local.yaml"),
-            "--set", f"pipeline.root={root}", "--set", "pipeline.enable_cache=false"]
+    return our_command(root, config_file=checkout / "configs" / "local.yaml",
+                       python=str(checkout / ".venv" / "bin" / "python"))
 
 
 def check_before(checkout: Path) -> Path:
@@ -35,18 +35,18 @@ def check_before(checkout: Path) -> Path:
     return checkout
 
 
-def rerun(command: list[str], log_prefix: str, env: dict, cwd: Path,
-          components: Callable[[Measured], dict]) -> dict:
-    """A first run with caching on, the same command again, and an imports-only process."""
+def rerun(root: Path, log_prefix: str) -> dict:
+    """A first run with caching on under `root`, the same command again, and an imports-only process."""
     from pipeline.pipeline import BASELINE_RESOLVER_ID  # TF and TFX: only when measuring
 
-    first = run_measured(command, f"{log_prefix}-first.log", env=env, cwd=cwd)
-    again = run_measured(command, f"{log_prefix}-again.log", env=env, cwd=cwd)
-    imports = run_measured(IMPORTS_ONLY, f"{log_prefix}-imports.log", env=env, cwd=cwd)
+    command = our_command(str(root), ["pipeline.enable_cache=true"])
+    first = run_measured(command, f"{log_prefix}-first.log", env=ENV, cwd=REPO_ROOT)
+    again = run_measured(command, f"{log_prefix}-again.log", env=ENV, cwd=REPO_ROOT)
+    imports = run_measured(IMPORTS_ONLY, f"{log_prefix}-imports.log", env=ENV, cwd=REPO_ROOT)
     for measured, what in ((first, "the first cached run"), (again, "the rerun"), (imports, "the imports")):
-        if measured.returncode not in (0, 3):
-            raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
-    rerun_components = components(again)
+        check(measured, what)
+    config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
+    rerun_components = components(again, config.pipeline.metadata_path, config.pipeline.name)
     beyond = again.wall_seconds - imports.wall_seconds
     return {"first_wall_seconds": round(first.wall_seconds, 2), "wall_seconds": round(again.wall_seconds, 2),
             "imports_wall_seconds": round(imports.wall_seconds, 2), "beyond_imports_seconds": round(beyond, 2),

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import json
 
-from bench import taxi
-from bench.side_by_side import component_table
-from bench.side_by_side import md as _md
-
 
 def markdown(r: dict) -> str:
     lines = [f"# Benchmarks {r.get('date', '')}", ""]
     m = r.get("machine", {})
     lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
-    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale),
-                      ("taxi", lambda t: taxi.markdown(t, _when(t)))):
+    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -28,8 +23,28 @@ def _local(loc: dict) -> list[str]:
              f"(target <= {loc['target_ratio']}x: {'met' if loc['met'] else 'NOT met'}); fastest of "
              f"{len(loc.get('all_wall_seconds', {}).get('ours', [0]))} rounds, all rounds: "
              f"{loc.get('all_wall_seconds')}.", "",
-             *component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
+             *_component_table(loc["ours"], loc["theirs"], "accuracy"), ""]
     return lines + _rerun_and_before(loc)
+
+
+def _component_table(ours: dict, theirs: dict, metric: str) -> list[str]:
+    """Markdown rows: each component's seconds and peak memory on both sides, then the totals and `metric`."""
+    lines = ["| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
+    for n in dict.fromkeys([*ours["components"], *theirs["components"]]):
+        o, t = ours["components"].get(n, {}), theirs["components"].get(n, {})
+        lines.append(f"| {n} | {_md(o.get('seconds'))} | {_md(o.get('peak_rss_mb'))} | "
+                     f"{_md(t.get('seconds'))} | {_md(t.get('peak_rss_mb'))} |")
+    for who, x in (("ours", ours), ("theirs", theirs)):
+        lines.append(f"| *{who}: components / outside them / wall* | "
+                     f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
+                     f"{x['wall_seconds']:.1f} | peak {_md(x['peak_rss_mb'])} | {metric} {_md(x.get(metric))} | |")
+    return lines
+
+
+def _md(x) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))
 
 
 def _rerun_and_before(loc: dict) -> list[str]:
@@ -103,6 +118,19 @@ def _scale(s: dict) -> list[str]:
                  f"{'met' if s['largest_within_target'] else 'NOT met'}).")
     lines.append("")
     return lines
+
+
+def _taxi(t: dict) -> list[str]:
+    o, th = t["ours"], t["theirs"]
+    return ["## 4. Chicago taxi: configs/taxi.yaml vs TFX's taxi example", "", _when(t), "",
+            f"Wall time (fresh process, imports included): ours {o['wall_seconds']:.1f}s, theirs "
+            f"{th['wall_seconds']:.1f}s, **ratio {t['ratio']:.2f}x** (target <= {t['target_ratio']}x); "
+            f"fastest of {len(t['all_wall_seconds']['ours'])} rounds, all rounds: {t['all_wall_seconds']}.", "",
+            f"Eval AUC, exact, through each pushed model's serving_default on the same {t['eval_rows']} eval rows "
+            f"(same rows in both splits: {'yes' if t['same_eval_rows'] else 'NO'}): ours **{_md(o['auc'])}**, "
+            f"theirs **{_md(th['auc'])}** (target: ours >= theirs - {t['auc_margin']}). Both targets: "
+            f"{'met' if t['met'] else 'NOT met'}.", "",
+            *_component_table(o, th, "auc"), ""]
 
 
 def _when(part: dict) -> str:

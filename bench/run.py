@@ -33,9 +33,7 @@ from bench import local, taxi, tfx_penguin
 from bench.data_generator import write_dataset
 from bench.measure import run_measured
 from bench.results_md import markdown
-from bench.side_by_side import CONFIG_FILE, components, our_command
-from bench.side_by_side import ENV as _ENV
-from bench.side_by_side import check as _check
+from bench.side_by_side import CONFIG_FILE, ENV, fastest, measure, measure_example, measure_ours
 from pipeline.config import REPO_ROOT, load_config, resolve
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -64,40 +62,22 @@ def bench_local(work: Path, repeat: int = 1, before: Path | None = None) -> dict
     tfx_penguin.write_example_data(next(Path(resolve(config.data.input_dir)).glob("*.csv")), data_root)
     ours_runs, theirs_runs, reruns, before_runs = [], [], [], []
     for i in range(repeat):
-        ours_root = work / f"ours-{i}"
-        ours = run_measured(our_command(str(ours_root)), str(work / f"ours-{i}.log"), env=_ENV, cwd=REPO_ROOT)
-        _check(ours, "our pipeline")
-        config = load_config(CONFIG_FILE, [f"pipeline.root={ours_root}"])
-        ours_runs.append(components(ours, config.pipeline.metadata_path, config.pipeline.name))
-
-        theirs_root = work / f"theirs-{i}"
-        theirs = run_measured([sys.executable, "-m", "bench.tfx_penguin", str(theirs_root), str(data_root)],
-                              str(work / f"theirs-{i}.log"), env=_ENV, cwd=REPO_ROOT)
-        _check(theirs, "TFX's penguin example")
-        theirs_runs.append(components(theirs, tfx_penguin.paths(str(theirs_root))["metadata_path"],
-                                      tfx_penguin.PIPELINE_NAME))
-        print(f"  round {i + 1}: ours {ours.wall_seconds:.1f}s, theirs {theirs.wall_seconds:.1f}s", flush=True)
+        ours_runs.append(measure_ours(work / f"ours-{i}", str(work / f"ours-{i}.log"), "our pipeline"))
+        theirs_runs.append(measure_example(tfx_penguin, str(work / f"theirs-{i}"), str(data_root),
+                                           str(work / f"theirs-{i}.log"), "TFX's penguin example"))
+        print(f"  round {i + 1}: ours {ours_runs[-1]['wall_seconds']:.1f}s, "
+              f"theirs {theirs_runs[-1]['wall_seconds']:.1f}s", flush=True)
         if before:
             before_runs.append(_before_run(work, i, before))
         reruns.append(_rerun(work, i))
-    best_ours = min(ours_runs, key=lambda r: r["wall_seconds"])
-    best_theirs = min(theirs_runs, key=lambda r: r["wall_seconds"])
-    ratio = best_ours["wall_seconds"] / best_theirs["wall_seconds"]
-    result = {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
-              "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
-                                   "theirs": [r["wall_seconds"] for r in theirs_runs]},
-              "target_ratio": LOCAL_TARGET_RATIO, "met": ratio <= LOCAL_TARGET_RATIO,
-              "rerun": local.summarise_reruns(reruns)}
+    result = {**fastest(ours_runs, theirs_runs, LOCAL_TARGET_RATIO), "rerun": local.summarise_reruns(reruns)}
     if before:
-        result["before_after"] = local.before_after(before_runs, best_ours, before)
+        result["before_after"] = local.before_after(before_runs, result["ours"], before)
     return result
 
 
 def _rerun(work: Path, i: int) -> dict:
-    root = work / f"rerun-{i}"
-    config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
-    r = local.rerun(our_command(str(root), ["pipeline.enable_cache=true"]), str(work / f"rerun-{i}"), _ENV,
-                    REPO_ROOT, lambda m: components(m, config.pipeline.metadata_path, config.pipeline.name))
+    r = local.rerun(work / f"rerun-{i}", str(work / f"rerun-{i}"))
     print(f"  round {i + 1}: rerun {r['wall_seconds']:.1f}s, imports alone {r['imports_wall_seconds']:.1f}s",
           flush=True)
     return r
@@ -105,13 +85,12 @@ def _rerun(work: Path, i: int) -> dict:
 
 def _before_run(work: Path, i: int, checkout: Path) -> dict:
     root = work / f"before-{i}"
-    env = {**_ENV, "PYTHONPATH": str(checkout)}
-    measured = run_measured(local.before_command(checkout, str(root)), str(work / f"before-{i}.log"), env=env,
-                            cwd=checkout)
-    _check(measured, f"the run from {checkout}")
     config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
-    print(f"  round {i + 1}: before {measured.wall_seconds:.1f}s", flush=True)
-    return components(measured, config.pipeline.metadata_path, config.pipeline.name)
+    r = measure(local.before_command(checkout, str(root)), str(work / f"before-{i}.log"), f"the run from {checkout}",
+                config.pipeline.metadata_path, config.pipeline.name,
+                env={**ENV, "PYTHONPATH": str(checkout)}, cwd=checkout)
+    print(f"  round {i + 1}: before {r['wall_seconds']:.1f}s", flush=True)
+    return r
 
 
 def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
@@ -126,7 +105,7 @@ def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
             "json.dump(report, open(sys.argv[1], 'w'))\n")
     out = work / "trainer.json"
     measured = run_measured([sys.executable, "-c", code, str(out), str(transform_dir or "")],
-                            str(work / "trainer.log"), env=_ENV, cwd=REPO_ROOT)
+                            str(work / "trainer.log"), env=ENV, cwd=REPO_ROOT)
     if measured.returncode != 0 or not out.exists():
         tail = Path(measured.log_file).read_text()[-2000:]
         return {"failed": f"run() from bench/trainer_bench.py exited with {measured.returncode}", "log_tail": tail}
@@ -144,13 +123,9 @@ def bench_scale(work: Path, sizes: list[int]) -> dict:
         overrides = [f"data.input_dir={data}", *beam_settings(rows)]
         print(f"scale: {rows} rows ({len(shards)} CSV shards, generated in {generate_seconds:.1f}s), "
               f"{' '.join(overrides[1:])} ...", flush=True)
-        measured = run_measured(our_command(str(root), overrides), str(work / f"scale-{rows}.log"),
-                                env=_ENV, cwd=REPO_ROOT)
-        _check(measured, f"the {rows}-row run")
-        config = load_config(CONFIG_FILE, [f"pipeline.root={root}"])
-        runs[str(rows)] = {"generate_seconds": round(generate_seconds, 1), "beam": overrides[1:],
-                           **components(measured, config.pipeline.metadata_path, config.pipeline.name)}
-        print(f"  {rows} rows: {measured.wall_seconds:.0f}s, peak {measured.peak_rss_mb:.0f} MB", flush=True)
+        r = measure_ours(root, str(work / f"scale-{rows}.log"), f"the {rows}-row run", overrides)
+        runs[str(rows)] = {"generate_seconds": round(generate_seconds, 1), "beam": overrides[1:], **r}
+        print(f"  {rows} rows: {r['wall_seconds']:.0f}s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
     result = {"runs": runs}
     if len(sizes) >= 2:
         small, large = str(min(sizes)), str(max(sizes))
@@ -227,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Warm the page cache so neither side pays for the first cold import of TF/TFX.
         subprocess.run([sys.executable, "-c", "import tfx.v1, tensorflow_transform, tensorflow_model_analysis"],
-                       env={**os.environ, **_ENV}, check=True, capture_output=True)
+                       env={**os.environ, **ENV}, check=True, capture_output=True)
         if "local" not in args.skip:
             print("local: our pipeline, then TFX's penguin example ...", flush=True)
             results["local"] = _stamped(bench_local, work, args.repeat, before)

@@ -1,27 +1,76 @@
 """Running our pipeline and a TFX example in fresh processes and reading back what each did:
-the parts `make bench`'s comparisons share (bench/run.py: penguins, bench/taxi.py: taxi)."""
+the parts `make bench`'s comparisons share (bench/run.py: penguins, bench/taxi.py: taxi).
+
+Light to import (no TF/TFX at module level): the TFX examples' own scripts
+(bench/tfx_penguin.py, bench/tfx_taxi.py) take their paths from here.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from types import ModuleType
 
-from bench.measure import Measured
-from pipeline.config import REPO_ROOT
-from pipeline.runs.summary import ACCURACY, summarize
+from bench.measure import Measured, run_measured
+from pipeline.config import REPO_ROOT, load_config
 
 ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 
 
-def our_command(root: str, overrides: list[str] = (), config_file: Path = CONFIG_FILE) -> list[str]:
+def our_command(root: str, overrides: list[str] = (), config_file: Path = CONFIG_FILE,
+                python: str = sys.executable) -> list[str]:
+    """`make run` with caching off (unless an override turns it on) under `root`."""
     sets = [f"pipeline.root={root}", "pipeline.enable_cache=false", *overrides]
-    return [sys.executable, "-m", "pipeline", "run", "--config", str(config_file),
+    return [python, "-m", "pipeline", "run", "--config", str(config_file),
             *[a for s in sets for a in ("--set", s)]]
+
+
+def example_paths(root: str, pipeline_name: str) -> dict[str, str]:
+    """Where a TFX example pipeline keeps its outputs under `root`: the layout of the examples' own scripts."""
+    return {"pipeline_root": os.path.join(root, "pipelines", pipeline_name),
+            "metadata_path": os.path.join(root, "metadata", pipeline_name, "metadata.db"),
+            "serving_model_dir": os.path.join(root, "serving_model", pipeline_name)}
+
+
+def measure(command: list[str], log_file: str, what: str, metadata_path: str, pipeline_name: str,
+            env: dict = ENV, cwd: Path = REPO_ROOT) -> dict:
+    """`command` in a fresh process, watched (bench/measure.py); then what it recorded, by `components`."""
+    measured = run_measured(command, log_file, env=env, cwd=cwd)
+    check(measured, what)
+    return components(measured, metadata_path, pipeline_name)
+
+
+def measure_ours(root: Path, log_file: str, what: str, overrides: list[str] = (),
+                 config_file: Path = CONFIG_FILE) -> dict:
+    """Our pipeline (`our_command`) under `root`, measured."""
+    config = load_config(config_file, [f"pipeline.root={root}"])
+    return measure(our_command(str(root), overrides, config_file), log_file, what,
+                   config.pipeline.metadata_path, config.pipeline.name)
+
+
+def measure_example(script: ModuleType, root: str, data_root: str, log_file: str, what: str) -> dict:
+    """A TFX example run by its script (bench/tfx_penguin.py, bench/tfx_taxi.py) under `root`, measured."""
+    return measure([sys.executable, "-m", script.__name__, root, data_root], log_file, what,
+                   example_paths(root, script.PIPELINE_NAME)["metadata_path"], script.PIPELINE_NAME)
+
+
+def fastest(ours_runs: list[dict], theirs_runs: list[dict], target_ratio: float) -> dict:
+    """The fastest run of each side (the fairest figure on a machine shared with other work) and their ratio."""
+    best_ours = min(ours_runs, key=lambda r: r["wall_seconds"])
+    best_theirs = min(theirs_runs, key=lambda r: r["wall_seconds"])
+    ratio = best_ours["wall_seconds"] / best_theirs["wall_seconds"]
+    return {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3),
+            "all_wall_seconds": {"ours": [r["wall_seconds"] for r in ours_runs],
+                                 "theirs": [r["wall_seconds"] for r in theirs_runs]},
+            "target_ratio": target_ratio, "met": ratio <= target_ratio}
 
 
 def components(measured: Measured, metadata_path: str, pipeline_name: str) -> dict:
     """Per-component times from MLMD, each with the process tree's peak memory while it ran."""
+    from pipeline.runs.summary import ACCURACY, summarize  # TFMA: not for the examples' own processes
+
     summary = summarize(metadata_path, pipeline_name)
     rows = {c.name: {"state": c.state, "seconds": round(c.seconds, 2),
                      "peak_rss_mb": _round(measured.peak_between(c.started, c.started + c.seconds))}
@@ -45,23 +94,3 @@ def check(measured: Measured, what: str) -> None:
     # Exit code 3 means "ran but not pushed": the timing still counts.
     if measured.returncode not in (0, 3):
         raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
-
-
-def component_table(ours: dict, theirs: dict, metric: str) -> list[str]:
-    """Markdown rows: each component's seconds and peak memory on both sides, then the totals and `metric`."""
-    lines = ["| component | ours s | ours peak MB | theirs s | theirs peak MB |", "|---|---:|---:|---:|---:|"]
-    for n in dict.fromkeys([*ours["components"], *theirs["components"]]):
-        o, t = ours["components"].get(n, {}), theirs["components"].get(n, {})
-        lines.append(f"| {n} | {md(o.get('seconds'))} | {md(o.get('peak_rss_mb'))} | "
-                     f"{md(t.get('seconds'))} | {md(t.get('peak_rss_mb'))} |")
-    for who, x in (("ours", ours), ("theirs", theirs)):
-        lines.append(f"| *{who}: components / outside them / wall* | "
-                     f"{x['components_seconds']:.1f} / {x['outside_components_seconds']:.1f} / "
-                     f"{x['wall_seconds']:.1f} | peak {md(x['peak_rss_mb'])} | {metric} {md(x.get(metric))} | |")
-    return lines
-
-
-def md(x) -> str:
-    if x is None:
-        return "–"
-    return f"{x:.3f}" if isinstance(x, float) and x < 1 else (f"{x:.1f}" if isinstance(x, float) else str(x))

@@ -9,12 +9,11 @@ big_tipper column (TFX's model computes that label itself from tips and fare).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from bench import scoring, tfx_taxi
-from bench.measure import run_measured
-from bench.side_by_side import ENV, check, component_table, components, md, our_command
+from bench.side_by_side import example_paths, fastest, measure_example, measure_ours
+from components.serving_dir import serving
 from pipeline.config import REPO_ROOT, load_config, resolve
 
 CONFIG_FILE = REPO_ROOT / "configs" / "taxi.yaml"
@@ -26,36 +25,26 @@ _UNSENT = ("big_tipper", "tips")
 
 def bench_taxi(work: Path, repeat: int = 1) -> dict:
     """Ours and theirs alternately, `repeat` times each; the fastest of each side counts."""
-    config = load_config(CONFIG_FILE)
-    data_root = resolve(config.data.input_dir)
+    data_root = resolve(load_config(CONFIG_FILE).data.input_dir)
     ours_runs, theirs_runs = [], []
     for i in range(repeat):
-        ours_root = work / f"taxi-ours-{i}"
-        ours = run_measured(our_command(str(ours_root), config_file=CONFIG_FILE), str(work / f"taxi-ours-{i}.log"),
-                            env=ENV, cwd=REPO_ROOT)
-        check(ours, "our pipeline on configs/taxi.yaml")
-        ours_config = load_config(CONFIG_FILE, [f"pipeline.root={ours_root}"])
-        ours_runs.append((components(ours, ours_config.pipeline.metadata_path, ours_config.pipeline.name),
-                          ours_config))
-
-        theirs_root = work / f"taxi-theirs-{i}"
-        theirs = run_measured([sys.executable, "-m", "bench.tfx_taxi", str(theirs_root), data_root],
-                              str(work / f"taxi-theirs-{i}.log"), env=ENV, cwd=REPO_ROOT)
-        check(theirs, "TFX's taxi example")
-        p = tfx_taxi.paths(str(theirs_root))
-        theirs_runs.append((components(theirs, p["metadata_path"], tfx_taxi.PIPELINE_NAME), p))
-        print(f"  round {i + 1}: ours {ours.wall_seconds:.1f}s, theirs {theirs.wall_seconds:.1f}s", flush=True)
-    (best_ours, ours_config) = min(ours_runs, key=lambda r: r[0]["wall_seconds"])
-    (best_theirs, theirs_paths) = min(theirs_runs, key=lambda r: r[0]["wall_seconds"])
-    aucs = eval_aucs(ours_config, theirs_paths)
-    best_ours["auc"], best_theirs["auc"] = aucs["ours"], aucs["theirs"]
-    ratio = best_ours["wall_seconds"] / best_theirs["wall_seconds"]
-    return {"ours": best_ours, "theirs": best_theirs, "ratio": round(ratio, 3), "eval_rows": aucs["rows"],
-            "same_eval_rows": aucs["same_rows"],
-            "all_wall_seconds": {"ours": [r["wall_seconds"] for r, _ in ours_runs],
-                                 "theirs": [r["wall_seconds"] for r, _ in theirs_runs]},
+        ours_runs.append(measure_ours(work / f"taxi-ours-{i}", str(work / f"taxi-ours-{i}.log"),
+                                      "our pipeline on configs/taxi.yaml", config_file=CONFIG_FILE))
+        theirs_runs.append(measure_example(tfx_taxi, str(work / f"taxi-theirs-{i}"), data_root,
+                                           str(work / f"taxi-theirs-{i}.log"), "TFX's taxi example"))
+        print(f"  round {i + 1}: ours {ours_runs[-1]['wall_seconds']:.1f}s, "
+              f"theirs {theirs_runs[-1]['wall_seconds']:.1f}s", flush=True)
+    result = fastest(ours_runs, theirs_runs, TARGET_RATIO)
+    # The pushed models of the fastest rounds score the eval rows.
+    ours_root = work / f"taxi-ours-{ours_runs.index(result['ours'])}"
+    theirs_root = work / f"taxi-theirs-{theirs_runs.index(result['theirs'])}"
+    aucs = eval_aucs(load_config(CONFIG_FILE, [f"pipeline.root={ours_root}"]),
+                     example_paths(str(theirs_root), tfx_taxi.PIPELINE_NAME))
+    result["ours"]["auc"], result["theirs"]["auc"] = aucs["ours"], aucs["theirs"]
+    return {"ours": result["ours"], "theirs": result["theirs"], "ratio": result["ratio"], "eval_rows": aucs["rows"],
+            "same_eval_rows": aucs["same_rows"], "all_wall_seconds": result["all_wall_seconds"],
             "target_ratio": TARGET_RATIO, "auc_margin": AUC_MARGIN,
-            "met": ratio <= TARGET_RATIO and aucs["ours"] >= aucs["theirs"] - AUC_MARGIN}
+            "met": result["met"] and aucs["ours"] >= aucs["theirs"] - AUC_MARGIN}
 
 
 def eval_aucs(ours_config, theirs_paths: dict) -> dict:
@@ -74,20 +63,7 @@ def eval_aucs(ours_config, theirs_paths: dict) -> dict:
 
 
 def _latest(serving_dir: str) -> str:
-    versions = sorted(Path(serving_dir).iterdir(), key=lambda p: int(p.name))
-    if not versions:
+    version = serving(serving_dir)
+    if version is None:
         raise FileNotFoundError(f"nothing was pushed to {serving_dir}")
-    return str(versions[-1])
-
-
-def markdown(t: dict, when: str) -> list[str]:
-    o, th = t["ours"], t["theirs"]
-    return ["## 4. Chicago taxi: configs/taxi.yaml vs TFX's taxi example", "", when, "",
-            f"Wall time (fresh process, imports included): ours {o['wall_seconds']:.1f}s, theirs "
-            f"{th['wall_seconds']:.1f}s, **ratio {t['ratio']:.2f}x** (target <= {t['target_ratio']}x); "
-            f"fastest of {len(t['all_wall_seconds']['ours'])} rounds, all rounds: {t['all_wall_seconds']}.", "",
-            f"Eval AUC, exact, through each pushed model's serving_default on the same {t['eval_rows']} eval rows "
-            f"(same rows in both splits: {'yes' if t['same_eval_rows'] else 'NO'}): ours **{md(o['auc'])}**, "
-            f"theirs **{md(th['auc'])}** (target: ours >= theirs - {t['auc_margin']}). Both targets: "
-            f"{'met' if t['met'] else 'NOT met'}.", "",
-            *component_table(o, th, "auc"), ""]
+    return version.path

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import REPO_ROOT, load_config
+from bench.side_by_side import CONFIG_FILE, example_paths
+from pipeline.config import load_config
 
 PIPELINE_NAME = "penguin_local_keras"
-# Our penguin dataset: its label and numeric columns are the example's features.
-CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 # The example's columns: the bill was called the culmen in the original data.
 _RENAME = {"bill_length_mm": "culmen_length_mm", "bill_depth_mm": "culmen_depth_mm"}
 
@@ -27,7 +26,7 @@ def write_example_data(source_csv: str | os.PathLike, data_root: str | os.PathLi
     """The same rows in the example's format: four numeric features as floats and
     the species as an integer label (sorted names: Adelie 0, Chinstrap 1, Gentoo 2);
     rows missing any of them are dropped because its model has no imputation."""
-    config = load_config(CONFIG_FILE)
+    config = load_config(CONFIG_FILE)  # our penguins: its label and numeric columns are the example's features
     label, numeric = config.features.label, [f.name for f in config.features.numeric]
     df = pd.read_csv(source_csv, na_values=config.data.missing_values)
     wanted = [*numeric, label]
@@ -44,18 +43,12 @@ def write_example_data(source_csv: str | os.PathLike, data_root: str | os.PathLi
     return path
 
 
-def paths(root: str) -> dict[str, str]:
-    return {"pipeline_root": os.path.join(root, "pipelines", PIPELINE_NAME),
-            "metadata_path": os.path.join(root, "metadata", PIPELINE_NAME, "metadata.db"),
-            "serving_model_dir": os.path.join(root, "serving_model", PIPELINE_NAME)}
-
-
 def run(root: str, data_root: str) -> None:
     from tfx import v1 as tfx
     from tfx.examples.penguin import penguin_pipeline_local as example
     from tfx.examples.penguin import penguin_utils_keras
 
-    p = paths(root)
+    p = example_paths(root, PIPELINE_NAME)
     pipeline = example.create_pipeline(
         pipeline_name=PIPELINE_NAME,
         pipeline_root=p["pipeline_root"],

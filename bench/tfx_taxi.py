@@ -12,18 +12,13 @@ tips > 20% of the fare, from tips and fare).
 
 from __future__ import annotations
 
-import os
 import sys
+
+from bench.side_by_side import example_paths
 
 PIPELINE_NAME = "chicago_taxi_native_keras"
 # Their serving signature's output: the probability of a big tip.
 OUTPUT_KEY = "outputs"
-
-
-def paths(root: str) -> dict[str, str]:
-    return {"pipeline_root": os.path.join(root, "pipelines", PIPELINE_NAME),
-            "metadata_path": os.path.join(root, "metadata", PIPELINE_NAME, "metadata.db"),
-            "serving_model_dir": os.path.join(root, "serving_model", PIPELINE_NAME)}
 
 
 def run(root: str, data_root: str) -> None:
@@ -31,7 +26,7 @@ def run(root: str, data_root: str) -> None:
     from tfx.examples.chicago_taxi_pipeline import taxi_utils_native_keras
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
-    p = paths(root)
+    p = example_paths(root, PIPELINE_NAME)
     BeamDagRunner().run(example._create_pipeline(
         pipeline_name=PIPELINE_NAME,
         pipeline_root=p["pipeline_root"],

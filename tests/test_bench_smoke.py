@@ -7,6 +7,9 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from tfx.dsl.component.experimental.annotations import OutputArtifact
+from tfx.dsl.component.experimental.decorators import component
+from tfx.types.standard_artifacts import Examples
 
 from bench import local as bench_local
 from bench import run as bench_run
@@ -162,6 +165,35 @@ def test_markdown_states_ratios_and_misses():
 def test_before_checkout_must_have_its_venv(tmp_path):
     with pytest.raises(SystemExit, match=r"--before .*: no \.venv/bin/python there"):
         bench_local.check_before(tmp_path)
+
+
+@component
+def _Produce(examples: OutputArtifact[Examples]):  # noqa: N802
+    sum(range(200_000))
+
+
+def test_profile_run_charges_each_component_to_its_node_id(tmp_path, monkeypatch):
+    """bench/profile_run.py wraps TFX's Launcher.launch and names a phase by the node id (TFX internals)."""
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.metadata import sqlite_metadata_connection_config
+    from tfx.orchestration.pipeline import Pipeline
+    from tfx.orchestration.portable import launcher
+
+    import pipeline.local_runner as local_runner
+    from bench.profile_run import Recorder, instrument
+
+    # Restored after the test: instrument() replaces them for the rest of a profiled process.
+    monkeypatch.setattr(launcher.Launcher, "launch", launcher.Launcher.launch)
+    for name in ("create_pipeline", "summarize", "write_report"):
+        monkeypatch.setattr(local_runner, name, getattr(local_runner, name))
+
+    recorder = Recorder(None)
+    instrument(recorder)
+    LocalDagRunner().run(Pipeline(
+        pipeline_name="profiled", pipeline_root=str(tmp_path / "root"), components=[_Produce().with_id("first")],
+        metadata_connection_config=sqlite_metadata_connection_config(str(tmp_path / "mlmd.sqlite"))))
+    phase = recorder.phases["first"]
+    assert phase.calls == 1 and phase.wall > 0 and phase.cpu > 0
 
 
 def test_exact_auc_matches_the_definition():

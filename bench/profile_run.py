@@ -1,6 +1,6 @@
 """Where a local run's time goes: imports, each component, and what runs around them.
 
-    python -m bench.profile [--root DIR] [--cprofile DIR] [--top N] [--set section.key=value ...]
+    python -m bench.profile_run [--config FILE] [--set section.key=value ...] [--cprofile DIR] [--top N]
 
 Runs `python -m pipeline run` in this process and prints, per phase, the
 process's CPU seconds (user + system, all threads) next to the wall seconds.
@@ -103,7 +103,7 @@ def instrument(recorder: Recorder) -> None:
     import pipeline.local_runner as local_runner
 
     if not hasattr(launcher.Launcher, "launch"):
-        raise SystemExit("bench.profile: tfx's Launcher.launch is gone; update instrument() for this TFX")
+        raise SystemExit("bench.profile_run: tfx's Launcher.launch is gone; update instrument() for this TFX")
     recorder.wrap(launcher.Launcher, "launch", lambda self: self._pipeline_node.node_info.id)
     recorder.wrap(local_runner, "create_pipeline", lambda *a: "(create_pipeline)")
     recorder.wrap(local_runner, "summarize", lambda *a: "(summary)")
@@ -126,7 +126,7 @@ def table(recorder: Recorder, import_wall: float, import_cpu: float, total_wall:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/local.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
