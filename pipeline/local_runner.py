@@ -41,12 +41,13 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     # One run at a time per root: a second run decides against the first's model, not the same old one.
     with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
                   say=lambda m: stream.write(m + "\n")):
+        # The last blessed (serving) model: its spans decide whether there is anything new, and the
+        # drift gate compares with the data it was trained on.
+        serving = last_blessed(config)
         if config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest:
-            why = no_new_span(config)
+            why = no_new_span(config, serving)
             if why:
                 raise NothingNew(why)
-        # The drift gate compares with the data the serving (last blessed) model was trained on.
-        serving = last_blessed(config)
         baseline = serving.statistics.uri if serving is not None and serving.statistics is not None else ""
         pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path, baseline_statistics=baseline)
         return _run(config, pipeline, log_file, stream)
@@ -60,11 +61,12 @@ def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> R
             where = progress.current or "the pipeline"
             # What did run, and the data gate's anomalies if it stopped the run.
             try:
-                stream.write(format_summary(summarize(config.pipeline.metadata_path, config.pipeline.name),
-                                            config, log_file) + "\n")
+                summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
             except LookupError:  # it failed before recording any run
-                pass
-            report = _report(config, None)
+                summary = None
+            else:
+                stream.write(format_summary(summary, config, log_file) + "\n")
+            report = _report(config, summary)
             raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}"
                                  f"\nreport: {report}") from e
         summary = summarize(config.pipeline.metadata_path, config.pipeline.name)

@@ -13,7 +13,7 @@ from components.serving_dir import versions
 from pipeline.config import load_config, resolve
 from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd, span_data
-from pipeline.runs.retraining import no_new_span
+from pipeline.runs.retraining import last_blessed, no_new_span
 from pipeline.runs.summary import summarize
 from tests.conftest import CONFIG, SAFETY_TRAIN_STEPS, tree_hashes
 
@@ -84,4 +84,4 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == later.run_id  # no new run
     # A span lands: now there is something new (the drift gate's runs are in test_simulate_e2e.py).
     span_data.write_spans(resolve("data/penguins/penguins.csv"), source, _recipe(config), count=1, first=5, rows=20)
-    assert no_new_span(config) is None
+    assert no_new_span(config, last_blessed(config)) is None

@@ -67,7 +67,7 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
     gate = summary.component("DriftGate")
     accepted = ""
     if gate is not None:
-        accepted = str(mlmd.properties(reader.store.get_executions_by_id([gate.execution_id])[0]).get("accepted", ""))
+        accepted = str(mlmd.properties(reader.execution(gate.execution_id)).get("accepted", ""))
     failed = next((c.name for c in summary.components if c.state == "failed"), None)
     return Row(run_id=summary.run_id,
                spans=str(snapshot.properties.get("spans", "")) or "(flat)" if snapshot else "-",
@@ -86,14 +86,11 @@ def history(config: Config) -> list[Row]:
     if not os.path.exists(config.pipeline.metadata_path):
         return []
     reader = mlmd.Reader.open(config.pipeline.metadata_path)
-    runs = [c for c in reader.store.get_contexts_by_type(mlmd.RUN_CONTEXT)
-            if any(p.name == config.pipeline.name for p in reader.store.get_parent_contexts_by_context(c.id))]
     current = serving_dir.serving(config.pipeline.serving_dir)
-    rows = []
-    for run in sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id)):
-        summary = summarize(config.pipeline.metadata_path, config.pipeline.name, run.name)
-        rows.append(_row(reader, summary, current.name if current else None, main_metric(config).key))
-    return rows
+    metric_key = main_metric(config).key
+    return [_row(reader, summarize(config.pipeline.metadata_path, config.pipeline.name, run.name, reader),
+                 current.name if current else None, metric_key)
+            for run in reader.runs(config.pipeline.name)]
 
 
 def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:

@@ -8,6 +8,7 @@ It uses the run report's page template and helpers, so both look the same.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import matplotlib.pyplot as plt
 
@@ -51,8 +52,10 @@ def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "acc
     return _PAGE.format(title=_e(f"{pipeline_name}: history of runs"), body=body)
 
 
-def write_history_page(config: Config) -> str:
+def write_history_page(config: Config, rows: Optional[list[Row]] = None) -> str:
+    """rows: history(config), when the caller has read it already."""
     path = history_path(config)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(render_history(history(config), config.pipeline.name, main_metric(config).label))
+    rows = history(config) if rows is None else rows
+    Path(path).write_text(render_history(rows, config.pipeline.name, main_metric(config).label))
     return path

@@ -92,11 +92,16 @@ class Reader:
         return run
 
     def latest_run(self, pipeline_name: str) -> Context:
-        runs = [c for c in self.store.get_contexts_by_type(RUN_CONTEXT)
-                if any(p.name == pipeline_name for p in self.store.get_parent_contexts_by_context(c.id))]
+        runs = self.runs(pipeline_name)
         if not runs:
             raise LookupError(f"no runs of pipeline {pipeline_name!r} in {self.where}")
-        return max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
+        return runs[-1]
+
+    def runs(self, pipeline_name: str) -> list[Context]:
+        """Every run of the pipeline, oldest first."""
+        runs = [c for c in self.store.get_contexts_by_type(RUN_CONTEXT)
+                if any(p.name == pipeline_name for p in self.store.get_parent_contexts_by_context(c.id))]
+        return sorted(runs, key=lambda c: (c.create_time_since_epoch, c.id))
 
     def executions(self, run: Context) -> list[tuple[str, Execution]]:
         """(component id, execution) of every execution in the run, in the order they started."""
@@ -105,6 +110,9 @@ class Reader:
             node = next(c.name for c in self.store.get_contexts_by_execution(execution.id) if c.type == NODE_CONTEXT)
             result.append((node.split(".", 1)[1], execution))  # node contexts are named <pipeline>.<component>
         return result
+
+    def execution(self, execution_id: int) -> Execution:
+        return self.store.get_executions_by_id([execution_id])[0]
 
     # -- artifacts and events -----------------------------------------------
 
@@ -134,7 +142,7 @@ class Reader:
 
     def producer(self, artifact: Artifact) -> Optional[Execution]:
         ids = [e.execution_id for e in self.store.get_events_by_artifact_ids([artifact.id]) if e.type == _OUTPUT]
-        return self.store.get_executions_by_id([ids[0]])[0] if ids else None
+        return self.execution(ids[0]) if ids else None
 
     def consumers(self, artifact: Artifact, key: str) -> list[Execution]:
         """Executions that read `artifact` as input `key`, oldest first."""

@@ -15,14 +15,13 @@ def last_blessed(config: Config) -> Optional[Lineage]:
     """Lineage of the most recently blessed model of this pipeline root, or None."""
     if not os.path.exists(config.pipeline.metadata_path):
         return None
-    store = mlmd.open_store(config.pipeline.metadata_path)
-    reader = mlmd.Reader(store)
+    reader = mlmd.Reader.open(config.pipeline.metadata_path)
     blessings = [b for b in reader.artifacts_of_type("ModelBlessing") if mlmd.properties(b).get("blessed") == 1]
     for blessing in sorted(blessings, key=lambda b: b.id, reverse=True):
         evaluator = reader.producer(blessing)
         models = reader.inputs(evaluator).get("model", []) if evaluator is not None else []
         if models:
-            return trace(store, models[0])
+            return trace(reader.store, models[0])
     return None
 
 
@@ -33,9 +32,11 @@ def trained_spans(lineage: Lineage) -> list[str]:
     return [s for s in str(mlmd.properties(lineage.snapshot).get("spans", "")).split(",") if s]
 
 
-def no_new_span(config: Config) -> Optional[str]:
-    """Why this run has nothing new to train on, or None when there is a span the last blessed model has not seen."""
-    lineage = last_blessed(config)
+def no_new_span(config: Config, lineage: Optional[Lineage]) -> Optional[str]:
+    """Why this run has nothing new to train on, or None when there is a span the last blessed model has not seen.
+
+    lineage: last_blessed(config).
+    """
     seen = trained_spans(lineage) if lineage is not None else []
     if not seen:
         return None

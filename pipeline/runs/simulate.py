@@ -51,6 +51,7 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
             stream.write("".join(f"  {line}\n" for line in str(e).splitlines()[1:] if line.startswith("  ")))
     # TFX leaves absl logging at INFO; reading MLMD for the history would print a line per store opened.
     logging.getLogger("absl").setLevel(logging.WARNING)
-    stream.write("\nhistory:\n" + format_history(history(config), main_metric(config).label) + "\n")
-    stream.write(f"history page: {write_history_page(config)}\n")
+    rows = history(config)
+    stream.write("\nhistory:\n" + format_history(rows, main_metric(config).label) + "\n")
+    stream.write(f"history page: {write_history_page(config, rows)}\n")
     return EXIT_OK

@@ -72,8 +72,10 @@ class RunSummary:
         return [(name, a) for name, arts in self.outputs.items() for a in arts if mlmd.is_snapshot(a.type_name)]
 
 
-def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None) -> RunSummary:
-    reader = mlmd.Reader.open(metadata_path)
+def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None,
+              reader: Optional[mlmd.Reader] = None) -> RunSummary:
+    """reader: an open reader of metadata_path, to summarize many runs of one store (history.py)."""
+    reader = reader or mlmd.Reader.open(metadata_path)
     run = reader.run(pipeline_name, run_id)
     summary = RunSummary(run_id=run.name, components=[], metrics={}, baseline_metrics={}, blessed=None,
                          validation_failures=[], pushed_path=None, pushed_version=None)
