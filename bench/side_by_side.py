@@ -14,6 +14,7 @@ from types import ModuleType
 
 from bench.measure import Measured, run_measured
 from pipeline.config import REPO_ROOT, load_config
+from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK
 
 ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
@@ -91,6 +92,6 @@ def _round(x):
 
 
 def check(measured: Measured, what: str) -> None:
-    # Exit code 3 means "ran but not pushed": the timing still counts.
-    if measured.returncode not in (0, 3):
+    # "Ran but not pushed": the timing still counts.
+    if measured.returncode not in (EXIT_OK, EXIT_NOT_PUSHED):
         raise RuntimeError(f"{what} failed with exit code {measured.returncode}; see {measured.log_file}")
