@@ -8,7 +8,6 @@ from typing import Optional
 # TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
 # BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
 from tfx.components import CsvExampleGen, ExampleValidator, SchemaGen, StatisticsGen
-from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
@@ -17,6 +16,7 @@ from components.data_gate import DataGate
 from components.drift_gate import DriftGate
 from components.evaluator import EagerMetricsEvaluator
 from components.pusher import Pusher
+from components.schema_import import SchemaImport
 from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
@@ -66,7 +66,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
 
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     if config.data.schema_file:
-        schema_gen = ImportSchemaGen(schema_file=resolve(config.data.schema_file))
+        # TFX's ImportSchemaGen, but an edited schema file is not a cache hit; same id as TFX's.
+        schema_gen = SchemaImport(schema_file=resolve(config.data.schema_file)).with_id("ImportSchemaGen")
     else:
         schema_gen = SchemaGen(
             statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
