@@ -176,3 +176,23 @@ def test_without_a_serving_version_or_its_record_the_gate_passes_saying_nothing_
     # The local cache key follows what serves (components/drift_gate.py, DriftGateDriver).
     assert key_with_record == "version 1000, record"
     assert training_record.serving_key(str(base)) == "version 2000, no record"
+
+
+def test_the_driver_keys_the_local_cache_by_what_serves(gate_world, tmp_path):
+    """TFX's launcher runs the driver before its cache lookup and keys the cache with its exec properties."""
+    from tfx.orchestration.portable import data_types
+
+    from components.drift_gate import SERVING_DIR, SERVING_VERSION, DriftGateDriver
+
+    _, root = gate_world
+    base = tmp_path / "serving"
+
+    def key() -> str:
+        info = data_types.ExecutionInfo(exec_properties={SERVING_DIR: str(base)})
+        return DriftGateDriver(None).run(info).exec_properties[SERVING_VERSION].string_value
+
+    assert key() == "no serving version"
+    _version(base, 1000, root, record=True)
+    assert key() == "version 1000, record"
+    _version(base, 2000, root, record=False)
+    assert key() == "version 2000, no record"
