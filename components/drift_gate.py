@@ -26,13 +26,15 @@ in `accepted` are reported but do not stop the run: a person's decision after
 reviewing the drift, for one run.
 
 Caching. The gate reads mutable state behind a fixed path (what serves now),
-so a cache hit must never outlive a push. Locally, the driver (run by TFX's
-launcher before the cache lookup, as the Snapshot's is) puts the serving
-version and whether it has a record into the `serving_version` execution
-property, which is part of the cache key: same serving version, same inputs,
-a hit; a new push, a miss. Vertex runs no custom drivers and keys its cache on
-parameters only, so the compiled spec never caches this task
-(pipeline/vertex/cache_rule.py). The executor reads the serving directory
+so a cache hit must never outlive a push. Locally, the driver puts the
+serving version and whether it has a record into the `serving_version`
+execution property, which is part of the cache key: same serving version,
+same inputs, a hit; a new push, a miss. (TFX 1.16,
+tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom driver
+runs first and its exec properties are merged in, then the cache context is
+built from the exec properties; the Snapshot's driver relies on the same.)
+Vertex runs no custom drivers and keys its cache on parameters only, so the
+compiled spec never caches this task (pipeline/vertex/cache_rule.py). The executor reads the serving directory
 itself either way; the driver's value is only the key.
 """
 

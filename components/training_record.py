@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from typing import Optional
 
@@ -139,4 +138,4 @@ def prune(base: str) -> None:
     for child in fileio.listdir(records):
         name = child.rstrip("/")
         if name not in present:
-            fileio.rmtree(os.path.join(records, name))
+            fileio.rmtree(f"{records}/{name}")
