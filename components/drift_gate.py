@@ -34,8 +34,9 @@ tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom driver
 runs first and its exec properties are merged in, then the cache context is
 built from the exec properties; the Snapshot's driver relies on the same.)
 Vertex runs no custom drivers and keys its cache on parameters only, so the
-compiled spec never caches this task (pipeline/vertex/cache_rule.py). The executor reads the serving directory
-itself either way; the driver's value is only the key.
+compiled spec never caches this task (pipeline/vertex/cache_rule.py). The
+executor reads the serving directory itself either way; the driver's value is
+only the key.
 """
 
 
