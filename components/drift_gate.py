@@ -12,13 +12,31 @@ Columns the model does not use (features.ignore, infer: false) are not gated. Wh
 - newest: statistics of the newest span of this run's snapshot (the whole
   snapshot for a flat source), computed here; spans are small next to a
   training window, so in-process TFDV is enough;
-- baseline: the train-split statistics of the data the serving model was
-  trained on (found by the caller through MLMD lineage, passed as a URI);
-  none on a first run, and then there is nothing to compare.
+- baseline: the train-split statistics of the data the model serving now was
+  trained on, read when the gate runs from that version's training-data record
+  in the serving directory (components/training_record.py, written by the
+  Pusher). The serving model is the highest loadable version there, the one TF
+  Serving serves. So the gate gets only the serving directory (a fixed
+  parameter) and finds its baseline itself, the same way locally and in a
+  compiled Vertex spec. No version serving (a first run) or a version without a
+  record (pushed before records were kept): nothing to compare, and it logs so.
 It sits between StatisticsGen and Transform like DataGate and fails listing
 each drifted feature with its measured distance and threshold. Features named
 in `accepted` are reported but do not stop the run: a person's decision after
 reviewing the drift, for one run.
+
+Caching. The gate reads mutable state behind a fixed path (what serves now),
+so a cache hit must never outlive a push. Locally, the driver puts the
+serving version and whether it has a record into the `serving_version`
+execution property, which is part of the cache key: same serving version,
+same inputs, a hit; a new push, a miss. (TFX 1.16,
+tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom driver
+runs first and its exec properties are merged in, then the cache context is
+built from the exec properties; the Snapshot's driver relies on the same.)
+Vertex runs no custom drivers and keys its cache on parameters only, so the
+compiled spec never caches this task (pipeline/vertex/cache_rule.py). The
+executor reads the serving directory itself either way; the driver's value is
+only the key.
 """
 
 
@@ -26,14 +44,18 @@ import dataclasses
 import json
 import logging
 import os
+from typing import Any
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
-from tfx.dsl.component.experimental.annotations import InputArtifact, Parameter
-from tfx.dsl.component.experimental.decorators import component
+from tfx import types
+from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
 from tfx.dsl.io import fileio
+from tfx.proto.orchestration import driver_output_pb2
+from tfx.types import component_spec
 from tfx.types.standard_artifacts import Schema
 from tfx.utils import io_utils
 
+from components import training_record
 from components.snapshot.component import DatasetSnapshot
 from components.snapshot.store import DATA_DIR
 
@@ -135,30 +157,73 @@ def newest_statistics(snapshot_uri: str, spans: list[str]) -> statistics_pb2.Dat
     return tfdv.generate_statistics_from_dataframe(pd.concat(frames, ignore_index=True))
 
 
-@component
-def DriftGate(snapshot: InputArtifact[DatasetSnapshot],
-              schema: InputArtifact[Schema],
-              baseline_statistics: Parameter[str] = "",
-              thresholds: Parameter[str] = "{}",
-              accepted: Parameter[str] = "",
-              features: Parameter[str] = "") -> None:
-    """baseline_statistics: URI of an ExampleStatistics artifact ("" on a first run);
-    thresholds: JSON {"numeric": x, "categorical": y, "features": {name: t}}; accepted: comma-separated features;
-    features: the config's features section as JSON (which columns to gate)."""
-    if not baseline_statistics:
-        logging.info("drift gate: no serving model's statistics yet; nothing to compare")
-        return
-    limits = json.loads(thresholds)
-    raw_schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema.uri))
-    spans = [s for s in snapshot.get_string_custom_property("spans").split(",") if s]
-    baseline = statistics_pb2.DatasetFeatureStatisticsList()
-    # StatisticsGen's layout: <uri>/Split-<split>/FeatureStats.pb, a serialized DatasetFeatureStatisticsList.
-    with fileio.open(os.path.join(baseline_statistics, "Split-train", "FeatureStats.pb"), "rb") as f:
-        baseline.ParseFromString(f.read())
-    compared = with_comparators(raw_schema, gated_features(features, raw_schema), limits.get("numeric", 0.3),
-                                limits.get("categorical", 0.2), limits.get("features", {}))
-    found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans), baseline, compared)
-    for d in found:
-        logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance, d.threshold)
-    check(found, frozenset(filter(None, accepted.split(","))))
+SNAPSHOT, SCHEMA = "snapshot", "schema"
+SERVING_DIR, THRESHOLDS, ACCEPTED, FEATURES = "serving_dir", "thresholds", "accepted", "features"
+SERVING_VERSION = "serving_version"
 
+
+class DriftGateSpec(types.ComponentSpec):
+    PARAMETERS = {
+        # The directory TF Serving watches (pipeline.serving_dir); the baseline is found there at run time.
+        SERVING_DIR: component_spec.ExecutionParameter(type=str),
+        # JSON {"numeric": x, "categorical": y, "features": {name: t}}.
+        THRESHOLDS: component_spec.ExecutionParameter(type=str),
+        # Comma-separated features whose drift a person accepted for this run.
+        ACCEPTED: component_spec.ExecutionParameter(type=str, optional=True),
+        # The config's features section as JSON: which columns to gate.
+        FEATURES: component_spec.ExecutionParameter(type=str),
+        # Set by the driver at run time (local runs): part of the cache key, see the module docstring.
+        SERVING_VERSION: component_spec.ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {
+        SNAPSHOT: component_spec.ChannelParameter(type=DatasetSnapshot),
+        SCHEMA: component_spec.ChannelParameter(type=Schema),
+    }
+    OUTPUTS = {}
+
+
+class DriftGateDriver(base_driver.BaseDriver):
+    def run(self, execution_info) -> driver_output_pb2.DriverOutput:
+        result = driver_output_pb2.DriverOutput()
+        result.exec_properties[SERVING_VERSION].string_value = training_record.serving_key(
+            execution_info.exec_properties[SERVING_DIR])
+        return result
+
+
+class DriftGateExecutor(base_executor.BaseExecutor):
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
+        base = exec_properties[SERVING_DIR]
+        current, record = training_record.serving_record(base)
+        if current is None:
+            logging.info("drift gate: no model serving in %s yet; nothing to compare", base)
+            return
+        if record is None:
+            logging.info("drift gate: serving version %s has no training-data record (pushed before records "
+                         "were kept); nothing to compare", current.name)
+            return
+        logging.info("drift gate: comparing with the training data of serving %s", record.describe())
+        snapshot = input_dict[SNAPSHOT][0]
+        limits = json.loads(exec_properties[THRESHOLDS])
+        raw_schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(input_dict[SCHEMA][0].uri))
+        spans = [s for s in snapshot.get_string_custom_property("spans").split(",") if s]
+        compared = with_comparators(raw_schema, gated_features(exec_properties[FEATURES], raw_schema),
+                                    limits.get("numeric", 0.3), limits.get("categorical", 0.2),
+                                    limits.get("features", {}))
+        found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans),
+                        record.train_statistics(), compared)
+        for d in found:
+            logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance,
+                         d.threshold)
+        check(found, frozenset(filter(None, (exec_properties.get(ACCEPTED) or "").split(","))))
+
+
+class DriftGate(base_component.BaseComponent):
+    SPEC_CLASS = DriftGateSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(DriftGateExecutor)
+    DRIVER_CLASS = DriftGateDriver
+
+    def __init__(self, snapshot: types.BaseChannel, schema: types.BaseChannel, serving_dir: str,
+                 features: str, thresholds: str = "{}", accepted: str = ""):
+        super().__init__(DriftGateSpec(snapshot=snapshot, schema=schema, serving_dir=serving_dir,
+                                       thresholds=thresholds, accepted=accepted, features=features))

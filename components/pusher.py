@@ -1,4 +1,4 @@
-"""Pusher: TFX's filesystem Pusher with two changes for a directory TF Serving watches.
+"""Pusher: TFX's filesystem Pusher with three changes for a directory TF Serving watches.
 
 1. Nothing new, nothing pushed. A plain rerun is served from cache up to and
    including the Pusher (components/baseline.py); but a candidate can still be
@@ -10,6 +10,13 @@
    `pushed=0` and names the serving version in `unchanged_version`.
 2. Whole pushes: a version appears complete or not at all
    (components/serving_dir.py says how, locally and on GCS).
+3. Every version it publishes has a record of its training data beside it
+   (components/training_record.py), written before the version becomes
+   visible: the drift gate's baseline, found at run time on every platform.
+   For that the component takes two optional inputs besides TFX's: this run's
+   `statistics` (StatisticsGen's output) and `snapshot` (the DatasetSnapshot,
+   for its spans and digest). Without `statistics` no record is written.
+   An identical candidate (1.) writes nothing: the serving version keeps its own.
 
 Everything else (blessing check, model path, the archive copy in the
 PushedModel artifact, its custom properties) is TFX's.
@@ -18,19 +25,30 @@ PushedModel artifact, its custom properties) is TFX's.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Optional
 
 from tfx import types
 from tfx.components.pusher import executor as tfx_pusher_executor
-from tfx.components.pusher.component import Pusher as TfxPusher
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.proto import pusher_pb2
-from tfx.types import artifact_utils, standard_component_specs
+from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components import serving_dir
+from components import serving_dir, training_record
+from components.snapshot.component import DatasetSnapshot
 
 UNCHANGED_VERSION = "unchanged_version"
+STATISTICS_KEY, SNAPSHOT_KEY = "statistics", "snapshot"
+
+
+class PusherSpec(standard_component_specs.PusherSpec):
+    """TFX's Pusher spec plus the training data of the model, for its record."""
+
+    INPUTS = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        STATISTICS_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+        SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot, optional=True),
+    }
 
 
 class PushExecutor(tfx_pusher_executor.Executor):
@@ -49,6 +67,7 @@ class PushExecutor(tfx_pusher_executor.Executor):
         base = destination.filesystem.base_directory
 
         serving_dir.clear_staging(base)
+        training_record.prune(base)
         current = serving_dir.serving(base)
         if current is not None and serving_dir.tree_digest(current.path) == serving_dir.tree_digest(model_path):
             logging.info("the candidate is identical to serving version %s; pushing nothing", current.name)
@@ -56,13 +75,46 @@ class PushExecutor(tfx_pusher_executor.Executor):
             model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
             return
         version = serving_dir.next_version(base)
-        serving_path = serving_dir.publish(model_path, base, version)
+        record = _write_record(base, version, input_dict)
+        try:
+            serving_path = serving_dir.publish(model_path, base, version)
+        except BaseException:
+            if record:  # a version that never appeared keeps no record (a killed push's: prune, next push)
+                training_record.remove(base, version)
+            raise
         logging.info("model published whole as %s", serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
 
 
-class Pusher(TfxPusher):
-    """TFX's Pusher component, same spec and outputs, with PushExecutor."""
+def _write_record(base: str, version: int, input_dict: dict[str, list[types.Artifact]]) -> Optional[str]:
+    statistics = input_dict.get(STATISTICS_KEY) or []
+    if not statistics:
+        logging.warning("no statistics input: version %s gets no training-data record; "
+                        "the drift gate will have nothing to compare it with", version)
+        return None
+    snapshots = input_dict.get(SNAPSHOT_KEY) or []
+    snapshot = snapshots[0] if snapshots else None
+    model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+    path = training_record.write(
+        base, version, statistics_uri=artifact_utils.get_single_uri(statistics), model_uri=model.uri,
+        spans=tuple(s for s in snapshot.get_string_custom_property("spans").split(",") if s) if snapshot else (),
+        snapshot_digest=snapshot.get_string_custom_property("digest") if snapshot else "",
+        snapshot_rows=snapshot.get_int_custom_property("rows") if snapshot else None)
+    logging.info("training-data record of version %s written to %s", version, path)
+    return path
 
+
+class Pusher(base_component.BaseComponent):
+    """TFX's Pusher component (same inputs, parameters and output) with PushExecutor and two more inputs."""
+
+    SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(PushExecutor)
+
+    def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
+                 push_destination: pusher_pb2.PushDestination,
+                 statistics: Optional[types.BaseChannel] = None, snapshot: Optional[types.BaseChannel] = None):
+        super().__init__(spec=PusherSpec(
+            model=model, model_blessing=model_blessing, push_destination=push_destination,
+            statistics=statistics, snapshot=snapshot,
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

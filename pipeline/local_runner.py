@@ -41,15 +41,13 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     # One run at a time per root: a second run decides against the first's model, not the same old one.
     with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
                   say=lambda m: stream.write(m + "\n")):
-        # The last blessed (serving) model: its spans decide whether there is anything new, and the
-        # drift gate compares with the data it was trained on.
-        serving = last_blessed(config)
+        # The last blessed model's spans decide whether there is anything new. (The drift gate finds
+        # the serving model's training data itself, at run time: components/training_record.py.)
         if config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest:
-            why = no_new_span(config, serving)
+            why = no_new_span(config, last_blessed(config))
             if why:
                 raise NothingNew(why)
-        baseline = serving.statistics.uri if serving is not None and serving.statistics is not None else ""
-        pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path, baseline_statistics=baseline)
+        pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
         return _run(config, pipeline, log_file, stream)
 
 

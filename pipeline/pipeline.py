@@ -40,10 +40,7 @@ BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 WARM_START_RESOLVER_ID = "warm_start_model_resolver"
 
 
-def create_pipeline(config: Config, metadata_path: Optional[str] = None,
-                    baseline_statistics: str = "") -> Pipeline:
-    """baseline_statistics: URI of the statistics of the serving model's training data, for the drift
-    gate; found through MLMD by the local runner ("" compares nothing)."""
+def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipeline:
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
     # Also when compiling for Vertex: a features section that can't fit the schema stops here.
@@ -89,8 +86,9 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
     transform.add_upstream_node(data_gate)
     gates = [data_gate]
     if config.drift_gate.enabled:
+        # Compares with the training data of the version serving now, found in the serving dir at run time.
         drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
-                               baseline_statistics=baseline_statistics, thresholds=config.drift_gate.as_json(),
+                               serving_dir=config.pipeline.serving_dir, thresholds=config.drift_gate.as_json(),
                                accepted=",".join(config.drift_gate.accepted),
                                features=config.features.model_dump_json())
         # Broken data is the data gate's to report; drift is measured on data that passed it.
@@ -124,10 +122,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None,
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=eval_config(config)).with_id("Evaluator")
 
-    # TFX's Pusher, but it never re-pushes the serving model and a version appears whole.
+    # TFX's Pusher, but it never re-pushes the serving model, a version appears whole, and beside it
+    # a record of the data it was trained on: the drift gate's baseline in later runs.
     pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        statistics=statistics_gen.outputs["statistics"],
+        snapshot=snapshot.outputs[SNAPSHOT_KEY],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(
                 base_directory=config.pipeline.serving_dir))).with_id("Pusher")

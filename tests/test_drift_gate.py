@@ -1,17 +1,30 @@
-"""The drift gate's measurement and verdict on real TFDV statistics of derived spans (no pipeline run)."""
+"""The drift gate's measurement and verdict on real TFDV statistics of derived spans (no pipeline run),
+and the gate's executor finding its baseline in the serving directory."""
 
 from __future__ import annotations
 
-import pytest
+import logging
+import re
+from pathlib import Path
 
+import pytest
+from tfx.types import Channel, standard_artifacts
+
+from components import serving_dir, training_record
 from components.drift_gate import (
+    SCHEMA,
+    SNAPSHOT,
     DataDriftError,
+    DriftGate,
+    DriftGateExecutor,
     check,
     gated_features,
     measure,
     newest_statistics,
     with_comparators,
 )
+from components.snapshot.component import DatasetSnapshot
+from components.snapshot.store import DATA_DIR
 from pipeline.config import load_config, resolve
 from pipeline.runs import span_data
 from tests.conftest import CONFIG
@@ -84,3 +97,102 @@ def test_thresholds_for_unknown_features_are_rejected(spans):
         with_comparators(schema, gated, 0.3, 0.2, {"no_such": 0.1})
     with pytest.raises(ValueError, match=r"the model does not use: \['year'\]"):
         with_comparators(schema, gated, 0.3, 0.2, {"year": 0.1})
+
+
+# The gate as a component: its baseline is the serving version's training-data record (components/training_record.py).
+
+@pytest.fixture(scope="module")
+def gate_world(tmp_path_factory, spans):
+    """A snapshot dir with spans 1-3 (3 shifted), the schema as an artifact, span 1's statistics as StatisticsGen's."""
+    import shutil
+
+    stats, *_ = spans
+    config = load_config(CONFIG)
+    root = tmp_path_factory.mktemp("gate")
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), str(root / "snapshot" / DATA_DIR),
+                          span_data.Recipe.from_config(config), count=3, rows=170, drift_at=3)
+    (root / "schema").mkdir()
+    shutil.copy(resolve(config.data.schema_file), root / "schema" / "schema.pbtxt")
+    (root / "stats" / "Split-train").mkdir(parents=True)
+    (root / "stats" / "Split-train" / training_record.STATISTICS_FILE).write_bytes(stats[1].SerializeToString())
+    return config, root
+
+
+def _version(base: Path, number: int, root: Path, record: bool) -> None:
+    """A loadable version the way the Pusher leaves it: the record first (if any), then the version."""
+    if record:
+        training_record.write(str(base), number, statistics_uri=str(root / "stats"), model_uri="model",
+                              spans=("span-1",), snapshot_digest="d" * 64, snapshot_rows=170)
+    (base / str(number)).mkdir(parents=True)
+    (base / str(number) / serving_dir.SAVED_MODEL).write_text("graph")
+
+
+def _run_gate(gate_world, base: Path, spans: str, accepted: str = "") -> None:
+    config, root = gate_world
+    snapshot = DatasetSnapshot()
+    snapshot.set_string_custom_property("snapshot_uri", str(root / "snapshot"))
+    snapshot.set_string_custom_property("spans", spans)
+    schema = standard_artifacts.Schema()
+    schema.uri = str(root / "schema")
+    component = DriftGate(snapshot=Channel(type=DatasetSnapshot), schema=Channel(type=standard_artifacts.Schema),
+                          serving_dir=str(base), features=config.features.model_dump_json(),
+                          thresholds=config.drift_gate.as_json(), accepted=accepted)
+    DriftGateExecutor().Do({SNAPSHOT: [snapshot], SCHEMA: [schema]}, {}, dict(component.exec_properties))
+
+
+def test_the_gate_stops_drifted_data_against_the_serving_versions_record(gate_world, spans, tmp_path, caplog):
+    _, _, drift, _, _ = spans
+    _, root = gate_world
+    base = tmp_path / "serving"
+    caplog.set_level(logging.INFO)
+    _version(base, 1000, root, record=True)
+    with pytest.raises(DataDriftError) as stopped:
+        _run_gate(gate_world, base, "span-2,span-3")
+    assert f"feature {drift.numeric}: Jensen-Shannon distance" in str(stopped.value)
+    assert f"feature {drift.categorical}: L-infinity distance" in str(stopped.value)
+    assert "serving version 1000: spans span-1" in caplog.text
+    # The same distribution passes; so does the shifted span once its drift is accepted after review.
+    _run_gate(gate_world, base, "span-1,span-2")
+    accepted = ",".join(re.findall(r"^  feature (\S+):", str(stopped.value), re.MULTILINE))
+    assert drift.numeric in accepted.split(",")
+    _run_gate(gate_world, base, "span-2,span-3", accepted=accepted)
+
+
+def test_without_a_serving_version_or_its_record_the_gate_passes_saying_nothing_was_compared(
+        gate_world, tmp_path, caplog):
+    _, root = gate_world
+    base = tmp_path / "serving"
+    caplog.set_level(logging.INFO)
+    _run_gate(gate_world, base, "span-2,span-3")  # first run: nothing serves
+    assert f"no model serving in {base} yet; nothing to compare" in caplog.text
+    assert training_record.serving_key(str(base)) == "no serving version"
+
+    _version(base, 1000, root, record=True)
+    key_with_record = training_record.serving_key(str(base))
+    _version(base, 2000, root, record=False)  # pushed before records were kept: it serves now
+    caplog.clear()
+    _run_gate(gate_world, base, "span-2,span-3")
+    assert "serving version 2000 has no training-data record" in caplog.text and "nothing to compare" in caplog.text
+    # The local cache key follows what serves (components/drift_gate.py, DriftGateDriver).
+    assert key_with_record == "version 1000, record"
+    assert training_record.serving_key(str(base)) == "version 2000, no record"
+
+
+def test_the_driver_keys_the_local_cache_by_what_serves(gate_world, tmp_path):
+    """TFX's launcher runs the driver before its cache lookup and keys the cache with its exec properties."""
+    from tfx.orchestration.portable import data_types
+
+    from components.drift_gate import SERVING_DIR, SERVING_VERSION, DriftGateDriver
+
+    _, root = gate_world
+    base = tmp_path / "serving"
+
+    def key() -> str:
+        info = data_types.ExecutionInfo(exec_properties={SERVING_DIR: str(base)})
+        return DriftGateDriver(None).run(info).exec_properties[SERVING_VERSION].string_value
+
+    assert key() == "no serving version"
+    _version(base, 1000, root, record=True)
+    assert key() == "version 1000, record"
+    _version(base, 2000, root, record=False)
+    assert key() == "version 2000, no record"

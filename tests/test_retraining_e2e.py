@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.serving_dir import versions
+from components.training_record import RECORDS_DIR
 from pipeline.config import load_config, resolve
 from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd, span_data
@@ -57,7 +58,9 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
 
     config = load_config(CONFIG, overrides)
     serving = config.pipeline.serving_dir
-    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [versions(serving)[0].name]
+    # One version, and beside it (under a name TF Serving ignores) its training-data record only.
+    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [RECORDS_DIR, versions(serving)[0].name]
+    assert os.listdir(os.path.join(serving, RECORDS_DIR)) == [versions(serving)[0].name]
     # The second run decided against the first run's model: nothing had changed, so its Trainer,
     # Evaluator and Pusher were the first run's executions from cache (components/baseline.py),
     # and its candidate, the model the first pushed, was not pushed again.
@@ -68,6 +71,9 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     reader = mlmd.Reader.open(config.pipeline.metadata_path)
     [push] = [a for a in reader.artifacts_of_type("PushedModel") if mlmd.properties(a).get("pushed") == 1]
     assert later.output("Pusher", "PushedModel").id == push.id
+    # Same inputs, but a model serves now that did not when the first run's gate ran: the gate ran again
+    # against that version's training-data record instead of being a stale cache hit (components/drift_gate.py).
+    assert later.component("DriftGate").state != "cached"
 
     # The snapshot held exactly the window's spans, and MLMD says so.
     assert later.snapshots()[0][1].properties["spans"] == "span-3,span-4"

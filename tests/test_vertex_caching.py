@@ -33,7 +33,7 @@ def test_the_rule_finds_every_mutable_reader_and_never_caches_it(job):
     spec = job["pipelineSpec"]
     tasks = dict(cache_rule.dag_tasks(spec))
     never = {name for name, task in tasks.items() if cache_rule.never_cached(spec, task)}
-    assert never == {"Snapshot", "ImportSchemaGen", *RESOLVERS}
+    assert never == {"Snapshot", "ImportSchemaGen", "DriftGate", *RESOLVERS}
     for name in never:
         assert tasks[name]["cachingOptions"] == {"enableCache": False}, name
     # The rest is cached (configs/vertex.yaml: pipeline.enable_cache: true).
@@ -96,3 +96,23 @@ def test_a_run_level_override_would_reuse_the_old_snapshot(job):
     assert stale["Snapshot"].hit and stale["CsvExampleGen"].hit and stale["Trainer"].hit
     # The blessing resolver has no inputs: once cached it returns the first blessing forever.
     assert stale[RESOLVERS[0]].hit
+
+
+def test_the_drift_gate_finds_its_baseline_at_run_time_and_is_never_cached(job):
+    """No baseline is baked into the spec: the gate gets the serving dir and reads the record of what
+    serves when it runs; the Pusher gets the statistics and snapshot it writes that record from."""
+    from tests.vertex_support import vertex_config
+
+    spec = job["pipelineSpec"]
+    tasks = spec["root"]["dag"]["tasks"]
+    gate = tasks["DriftGate"]
+    parameters = {k: v["runtimeValue"]["constantValue"]["stringValue"] for k, v in gate["inputs"]["parameters"].items()}
+    assert parameters["serving_dir"] == vertex_config().pipeline.serving_dir
+    assert not {"baseline_statistics", "serving_version"} & set(parameters), parameters
+    assert not any("pipeline_root" in value or "Split-train" in value for value in parameters.values()), parameters
+    assert gate["cachingOptions"] == {"enableCache": False}
+    assert "serving_dir" in cache_rule.never_cached(spec, gate)
+    pusher = tasks["Pusher"]["inputs"]["artifacts"]
+    assert pusher["statistics"]["taskOutputArtifact"] == {"outputArtifactKey": "statistics",
+                                                          "producerTask": "StatisticsGen"}
+    assert pusher["snapshot"]["taskOutputArtifact"] == {"outputArtifactKey": "snapshot", "producerTask": "Snapshot"}

@@ -34,6 +34,13 @@ of the compiled spec):
   compiler attaches a pre-cache-check driver only to file-based ExampleGen,
   tfx/orchestration/kubeflow/v2/step_builder.py), so the Snapshot driver that
   keys the local cache by a source fingerprint does nothing there.
+- DriftGate reads the training-data record of the version serving now in
+  pipeline.serving_dir (components/training_record.py), a fixed parameter in
+  front of a directory every push changes; locally its driver keys the cache
+  by the serving version, which Vertex would not run. A cached gate would
+  judge new data against a model that no longer serves, so it runs every time
+  (its work is one span's statistics). Its snapshot input is new on every
+  run anyway, but the rule must not rest on that.
 - Resolver (and importer) tasks query ML Metadata at run time. TFX compiles
   them without cachingOptions (off); KFP's open-source backend does not
   implement resolvers at all (backend/src/v2/compiler/argocompiler/argo.go:
@@ -107,9 +114,12 @@ def _mutable_readers() -> dict[str, str]:
     from tfx.utils import name_utils
     from tfx.v1.components import ImportSchemaGen
 
+    from components.drift_gate import DriftGate
     from components.snapshot.component import Snapshot
 
     return {
+        name_utils.get_full_name(DriftGate.EXECUTOR_SPEC.executor_class):
+            "reads the serving model's training-data record in pipeline.serving_dir, which every push changes",
         name_utils.get_full_name(Snapshot.EXECUTOR_SPEC.executor_class):
             "reads data.input_dir, which changes behind the same URI",
         name_utils.get_full_name(ImportSchemaGen.EXECUTOR_SPEC.executor_class):

@@ -1,0 +1,141 @@
+"""What each serving version was trained on, kept beside it in the serving directory.
+
+The drift gate compares the newest data with the data the model serving now
+was trained on. That must be found while the run runs (a compiled Vertex spec
+can't have it baked in) and on both platforms the same way, so it lives where
+the serving model itself is decided: the serving directory. The Pusher
+(components/pusher.py), when it publishes version N, first writes
+
+    <serving_dir>/.training-data/<N>/record.json      spans, snapshot digest, rows, sources
+    <serving_dir>/.training-data/<N>/Split-train/...  StatisticsGen's train-split statistics, copied
+
+and only then makes <serving_dir>/<N> visible, so every version pushed since
+has its record complete before TF Serving (or the gate) can see the version.
+`.training-data` is not an integer, so TF Serving's file-system source and
+serving_dir.versions() ignore it; it is not inside the version directory,
+whose tree digest is the Pusher's identical-model check. The statistics are
+copied, not referenced, so the record outlives the pipeline root's artifacts
+and holds in a bucket as on disk.
+
+A version pushed before records were kept has none: the gate then has nothing
+to compare, and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Optional
+
+from tfx.dsl.io import fileio
+
+from components import serving_dir
+
+RECORDS_DIR = ".training-data"
+RECORD_FILE = "record.json"
+# StatisticsGen's layout: <uri>/Split-<split>/FeatureStats.pb, a serialized DatasetFeatureStatisticsList.
+TRAIN_SPLIT = "Split-train"
+STATISTICS_FILE = "FeatureStats.pb"
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    version: str
+    path: str  # <serving_dir>/.training-data/<version>
+    spans: tuple[str, ...]
+    snapshot_digest: str
+    snapshot_rows: Optional[int]
+    statistics_uri: str  # where the statistics were copied from
+    model_uri: str
+
+    @property
+    def statistics_path(self) -> str:
+        return f"{self.path}/{TRAIN_SPLIT}/{STATISTICS_FILE}"
+
+    def train_statistics(self):
+        """The train split's DatasetFeatureStatisticsList."""
+        from tensorflow_metadata.proto.v0 import statistics_pb2
+
+        stats = statistics_pb2.DatasetFeatureStatisticsList()
+        with fileio.open(self.statistics_path, "rb") as f:
+            stats.ParseFromString(f.read())
+        return stats
+
+    def describe(self) -> str:
+        spans = ",".join(self.spans) or "(flat)"
+        return f"version {self.version}: spans {spans}, snapshot {self.snapshot_digest[:12] or '?'}"
+
+
+def record_path(base: str, version: str) -> str:
+    return f"{base.rstrip('/')}/{RECORDS_DIR}/{version}"
+
+
+def write(base: str, version: int, statistics_uri: str, model_uri: str, spans: tuple[str, ...] = (),
+          snapshot_digest: str = "", snapshot_rows: Optional[int] = None) -> str:
+    """Write the record of version (not yet visible) and return its path; the caller publishes afterwards."""
+    path = record_path(base, str(version))
+    if fileio.exists(path):  # left by a push of the same number that died before its version appeared
+        fileio.rmtree(path)
+    source = f"{statistics_uri.rstrip('/')}/{TRAIN_SPLIT}"
+    if not fileio.exists(f"{source}/{STATISTICS_FILE}"):
+        raise FileNotFoundError(f"no train-split statistics at {source}/{STATISTICS_FILE}; "
+                                "the Pusher's statistics input must be StatisticsGen's output")
+    fileio.makedirs(f"{path}/{TRAIN_SPLIT}")
+    for name in fileio.listdir(source):
+        if not fileio.isdir(f"{source}/{name.rstrip('/')}"):
+            fileio.copy(f"{source}/{name}", f"{path}/{TRAIN_SPLIT}/{name}", overwrite=True)
+    body = {"version": str(version), "spans": list(spans), "snapshot_digest": snapshot_digest,
+            "snapshot_rows": snapshot_rows, "statistics_uri": statistics_uri, "model_uri": model_uri,
+            "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    # record.json last: a record without it is incomplete and read as none.
+    with fileio.open(f"{path}/{RECORD_FILE}", "w") as f:
+        f.write(json.dumps(body, indent=1, sort_keys=True))
+    return path
+
+
+def read(base: str, version: str) -> Optional[Record]:
+    """The record of a version, or None when it has none (pushed before records were kept)."""
+    path = record_path(base, version)
+    if not fileio.exists(f"{path}/{RECORD_FILE}"):
+        return None
+    with fileio.open(f"{path}/{RECORD_FILE}") as f:
+        body = json.loads(f.read())
+    return Record(version=version, path=path, spans=tuple(body.get("spans") or ()),
+                  snapshot_digest=body.get("snapshot_digest", ""), snapshot_rows=body.get("snapshot_rows"),
+                  statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""))
+
+
+def serving_record(base: str) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
+    """The version TF Serving serves now (None if none) and its record (None if it has none)."""
+    current = serving_dir.serving(base)
+    return current, (read(base, current.name) if current is not None else None)
+
+
+def serving_key(base: str) -> str:
+    """Names what the drift gate would compare with now; changes whenever that changes (its local cache key)."""
+    current, record = serving_record(base)
+    if current is None:
+        return "no serving version"
+    return f"version {current.name}, " + ("record" if record is not None else "no record")
+
+
+def remove(base: str, version: int) -> None:
+    path = record_path(base, str(version))
+    if fileio.exists(path):
+        fileio.rmtree(path)
+
+
+def prune(base: str) -> None:
+    """Remove records whose version directory does not exist: pushes killed between record and version.
+
+    Callers hold the pipeline root's run lock (on Vertex: max_concurrent_runs), so no push is in progress.
+    """
+    records = f"{base.rstrip('/')}/{RECORDS_DIR}"
+    if not fileio.exists(records):
+        return
+    present = {c.rstrip("/") for c in fileio.listdir(base)}
+    for child in fileio.listdir(records):
+        name = child.rstrip("/")
+        if name not in present:
+            fileio.rmtree(f"{records}/{name}")
