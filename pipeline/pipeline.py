@@ -37,6 +37,7 @@ from trainer.features import CONFIG_KEY as FEATURES_KEY
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
 BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
+DRIFT_GATE_ID = "DriftGate"
 WARM_START_RESOLVER_ID = "warm_start_model_resolver"
 
 
@@ -90,7 +91,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
                                serving_dir=config.pipeline.serving_dir, thresholds=config.drift_gate.as_json(),
                                accepted=",".join(config.drift_gate.accepted),
-                               features=config.features.model_dump_json())
+                               features=config.features.model_dump_json()).with_id(DRIFT_GATE_ID)
         # Broken data is the data gate's to report; drift is measured on data that passed it.
         drift_gate.add_upstream_node(data_gate)
         transform.add_upstream_node(drift_gate)

@@ -157,7 +157,8 @@ def test_markdown_states_ratios_and_misses():
                                          "met": False, "rerun": rerun,
                                          "before_after": {"checkout": "/tmp/base", "before": side,
                                                           "all_wall_seconds": [40.0], "wall_ratio": 0.5}}})
-    assert "**2.0s beyond the imports** (target <= 3s: met); components not served from cache: none" in text
+    assert "**2.0s beyond the imports** (target <= 3s: met); components not served from cache" in text
+    assert "(the baseline resolver and the DriftGate): none." in text
     assert "**after/before 0.50x wall**; before/theirs was 1.00x" in text
     assert "| Transform | 10.00 | 5.00 |" in text and "| *wall* | 40.0 | 20.0 |" in text
 
