@@ -4,7 +4,7 @@ TFMA updates Keras metrics (here SparseCategoricalAccuracy) eagerly, batch by
 batch, inside its Beam combiners. tf_keras wraps every metric's update_state
 and result in autograph's tf_convert, which converts when no one has said
 otherwise, as in eager code: it transpiles the metric's Python source and all
-it calls, about a third of the Evaluator's CPU time on the bundled data.
+it calls, nearly half of the Evaluator's CPU time on the bundled data.
 Eager code runs the same converted or not, so this executor runs TFX's under
 `do_not_convert`; a tf.function with autograph on still converts, as it sets
 its own status. The status is per thread: Beam's in-memory runner processes
