@@ -117,4 +117,6 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     assert "Trainer not started: it needs" in out.getvalue()
     assert run.summary.nothing_new and "version 1" in run.summary.nothing_new and "span-2" in run.summary.nothing_new
     assert not run.custom_jobs
+    [report] = tmp_path.rglob("report.html")
+    assert "no new span: the newest in" in report.read_text()
     assert tree_hashes(Path(serving)) == before
