@@ -16,7 +16,6 @@ from pipeline.errors import (
     EXIT_OK,
     CommandFailed,
     ConfigError,
-    NothingNew,
 )
 from pipeline.runs.lock import RunLocked
 from pipeline.vertex.compile import DEFAULT_OUTPUT
@@ -122,7 +121,7 @@ def cmd_run(config, args) -> int:
     from pipeline.local_runner import run_local
 
     summary = run_local(config)
-    if summary.unchanged_version:
+    if summary.nothing_new or summary.unchanged_version:
         return EXIT_NOTHING_NEW
     return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
 
@@ -215,9 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except NothingNew as e:
-        print(str(e))
-        return EXIT_NOTHING_NEW
     except RunLocked as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BUSY

@@ -7,8 +7,8 @@ types (e.g. components.snapshot.store.SnapshotError), which the CLI maps too.
 
 # Exit codes a scheduler or CI can act on.
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
-# Nothing new: the candidate is the model already serving, so nothing was pushed
-# (a scheduled rerun with unchanged data); not a failure, but not a new model.
+# Nothing new: no span the serving model was not trained on (data.skip_when_no_new_span), or the
+# candidate is the model already serving, so nothing was pushed; not a failure, but not a new model.
 EXIT_NOTHING_NEW = 4
 # Another run holds the pipeline root's run lock past pipeline.lock_wait_seconds.
 EXIT_BUSY = 5
@@ -32,7 +32,3 @@ class VertexError(CommandFailed):
 
 class LineageError(CommandFailed, LookupError):
     """The model or version is not in this metadata store, or its history is incomplete."""
-
-
-class NothingNew(Exception):
-    """Not a failure: the run found nothing new to train on and did nothing. Exit 4."""

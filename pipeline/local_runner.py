@@ -13,13 +13,12 @@ from tfx.orchestration.pipeline import Pipeline
 
 from pipeline.config import Config, join
 from pipeline.data.checks import check_features
-from pipeline.errors import NothingNew, PipelineFailed
+from pipeline.errors import PipelineFailed
 from pipeline.pipeline import create_pipeline
 from pipeline.runs.history_page import write_history_page
 from pipeline.runs.lock import run_lock
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
-from pipeline.runs.retraining import last_blessed, no_new_span
 from pipeline.runs.summary import RunSummary, format_summary, summarize
 
 
@@ -41,12 +40,8 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     # One run at a time per root: a second run decides against the first's model, not the same old one.
     with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
                   say=lambda m: stream.write(m + "\n")):
-        # The last blessed model's spans decide whether there is anything new. (The drift gate finds
-        # the serving model's training data itself, at run time: components/training_record.py.)
-        if config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest:
-            why = no_new_span(config, last_blessed(config))
-            if why:
-                raise NothingNew(why)
+        # No new span since the serving model: the run's Snapshot says so and the DAG skips the rest
+        # (pipeline/dag/conditions.py); the summary reports it (RunSummary.nothing_new).
         pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
         return _run(config, pipeline, log_file, stream)
 

@@ -20,6 +20,7 @@ from components.schema_import import SchemaImport
 from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.transform import DeterministicTransform
 from pipeline.config import Config, resolve
+from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
 from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
@@ -50,89 +51,93 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
     features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest, span_selection=config.data.spans,
-                        missing_values=config.data.missing_values)
-    # The snapshot's data dir, known only at run time; reading it makes the
-    # snapshot an input of ExampleGen in MLMD.
-    example_gen = CsvExampleGen(
-        input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
-        # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
-        input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
-        if config.data.spans else None,
-        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
-            example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-            example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
+                        missing_values=config.data.missing_values, serving_dir=config.pipeline.serving_dir,
+                        skip_when_no_new_span=checks_new_span(config))
+    # With data.skip_when_no_new_span, the rest runs only if the snapshot holds a span the serving
+    # model was not trained on (pipeline/dag/conditions.py): one check, locally and on Vertex.
+    with only_with_new_span(config, snapshot):
+        # The snapshot's data dir, known only at run time; reading it makes the
+        # snapshot an input of ExampleGen in MLMD.
+        example_gen = CsvExampleGen(
+            input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
+            # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
+            input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
+            if config.data.spans else None,
+            output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
 
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
-    if config.data.schema_file:
-        # TFX's ImportSchemaGen, but an edited schema file is not a cache hit; same id as TFX's.
-        schema_gen = SchemaImport(schema_file=resolve(config.data.schema_file)).with_id("ImportSchemaGen")
-    else:
-        schema_gen = SchemaGen(
-            statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
-    example_validator = ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
-    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
-                         tolerated_anomalies=",".join(config.data_gate.tolerated_anomalies))
+        statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
+        if config.data.schema_file:
+            # TFX's ImportSchemaGen, but an edited schema file is not a cache hit; same id as TFX's.
+            schema_gen = SchemaImport(schema_file=resolve(config.data.schema_file)).with_id("ImportSchemaGen")
+        else:
+            schema_gen = SchemaGen(
+                statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
+        example_validator = ExampleValidator(
+            statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"])
+        data_gate = DataGate(anomalies=example_validator.outputs["anomalies"],
+                             tolerated_anomalies=",".join(config.data_gate.tolerated_anomalies))
 
-    # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
-    transform = DeterministicTransform(
-        examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-        preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
-        custom_config=features,
-        # StatisticsGen already describes the raw data; skipping Transform's own
-        # pre/post-transform statistics saves a full pass over the data.
-        disable_statistics=True,
-        # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
-        disable_analyzer_cache=True).with_id("Transform")
-    transform.add_upstream_node(data_gate)
-    gates = [data_gate]
-    if config.drift_gate.enabled:
-        # Compares with the training data of the version serving now, found in the serving dir at run time.
-        drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
-                               serving_dir=config.pipeline.serving_dir, thresholds=config.drift_gate.as_json(),
-                               accepted=",".join(config.drift_gate.accepted),
-                               features=config.features.model_dump_json()).with_id(DRIFT_GATE_ID)
-        # Broken data is the data gate's to report; drift is measured on data that passed it.
-        drift_gate.add_upstream_node(data_gate)
-        transform.add_upstream_node(drift_gate)
-        gates.append(drift_gate)
+        # Same component and id as TFX's Transform; fixed batches make reruns bit-identical.
+        transform = DeterministicTransform(
+            examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
+            preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
+            custom_config=features,
+            # StatisticsGen already describes the raw data; skipping Transform's own
+            # pre/post-transform statistics saves a full pass over the data.
+            disable_statistics=True,
+            # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
+            disable_analyzer_cache=True).with_id("Transform")
+        transform.add_upstream_node(data_gate)
+        gates = [data_gate]
+        if config.drift_gate.enabled:
+            # Compares with the training data of the version serving now, found in the serving dir at run time.
+            drift_gate = DriftGate(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema_gen.outputs["schema"],
+                                   serving_dir=config.pipeline.serving_dir, thresholds=config.drift_gate.as_json(),
+                                   accepted=",".join(config.drift_gate.accepted),
+                                   features=config.features.model_dump_json()).with_id(DRIFT_GATE_ID)
+            # Broken data is the data gate's to report; drift is measured on data that passed it.
+            drift_gate.add_upstream_node(data_gate)
+            transform.add_upstream_node(drift_gate)
+            gates.append(drift_gate)
 
-    # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
-    # Not the Evaluator's baseline resolver: that one reads the Trainer's output (components/baseline.py).
-    warm_start = [make_warm_start_resolver().with_id(WARM_START_RESOLVER_ID)] if config.trainer.warm_start else []
+        # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
+        # Not the Evaluator's baseline resolver: that one reads the Trainer's output (components/baseline.py).
+        warm_start = [make_warm_start_resolver().with_id(WARM_START_RESOLVER_ID)] if config.trainer.warm_start else []
 
-    # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
-    trainer = trainer_class(config)(
-        run_fn=RUN_FN,
-        examples=transform.outputs["transformed_examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
-        base_model=warm_start[0].outputs["model"] if warm_start else None,
-        # The loop counts its own steps from the trainer config; TFX's
-        # train_args only need to agree for its bookkeeping.
-        train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=None),
-        custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
+        # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
+        trainer = trainer_class(config)(
+            run_fn=RUN_FN,
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema_gen.outputs["schema"],
+            base_model=warm_start[0].outputs["model"] if warm_start else None,
+            # The loop counts its own steps from the trainer config; TFX's
+            # train_args only need to agree for its bookkeeping.
+            train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
+            eval_args=trainer_pb2.EvalArgs(num_steps=None),
+            custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
 
-    baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
-        BASELINE_RESOLVER_ID)
+        baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
+            BASELINE_RESOLVER_ID)
 
-    evaluator = EagerMetricsEvaluator(
-        examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
-        baseline_model=baseline_resolver.outputs["model"],
-        eval_config=eval_config(config)).with_id("Evaluator")
+        evaluator = EagerMetricsEvaluator(
+            examples=example_gen.outputs["examples"],
+            model=trainer.outputs["model"],
+            baseline_model=baseline_resolver.outputs["model"],
+            eval_config=eval_config(config)).with_id("Evaluator")
 
-    # TFX's Pusher, but it never re-pushes the serving model, a version appears whole, and beside it
-    # a record of the data it was trained on: the drift gate's baseline in later runs.
-    pusher = Pusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        statistics=statistics_gen.outputs["statistics"],
-        snapshot=snapshot.outputs[SNAPSHOT_KEY],
-        push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(
-                base_directory=config.pipeline.serving_dir))).with_id("Pusher")
+        # TFX's Pusher, but it never re-pushes the serving model, a version appears whole, and beside it
+        # a record of the data it was trained on: the drift gate's baseline in later runs.
+        pusher = Pusher(
+            model=trainer.outputs["model"],
+            model_blessing=evaluator.outputs["blessing"],
+            statistics=statistics_gen.outputs["statistics"],
+            snapshot=snapshot.outputs[SNAPSHOT_KEY],
+            push_destination=pusher_pb2.PushDestination(
+                filesystem=pusher_pb2.PushDestination.Filesystem(
+                    base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
     return Pipeline(
         pipeline_name=config.pipeline.name,

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from components.serving_dir import versions
+from components.snapshot import newness, spans
 from components.training_record import RECORDS_DIR
 from pipeline.config import load_config, resolve
 from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd, span_data
-from pipeline.runs.retraining import last_blessed, no_new_span
 from pipeline.runs.summary import summarize
 from tests.conftest import CONFIG, SAFETY_TRAIN_STEPS, tree_hashes
 
@@ -80,14 +80,19 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     assert sorted(p.parent.name for p in Path(later.snapshots()[0][1].properties["snapshot_uri"]).rglob("*.csv")) \
         == ["span-3", "span-4"]
 
-    # No new span since the blessed model: a scheduled run exits at once, and pushes nothing.
+    # No new span since the serving model: a scheduled run stops after its Snapshot, and pushes nothing.
     before = tree_hashes(Path(serving))
+    models = len(reader.artifacts_of_type("Model"))
     rerun = subprocess.run(_command([*overrides[:-1], "data.skip_when_no_new_span=true"]),
                            capture_output=True, text=True, env=_ENV, timeout=300)
     assert rerun.returncode == EXIT_NOTHING_NEW, rerun.stdout + rerun.stderr
     assert "no new span: the newest in" in rerun.stdout and "span-4" in rerun.stdout, rerun.stdout
     assert tree_hashes(Path(serving)) == before
-    assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == later.run_id  # no new run
+    # The run is recorded: its Snapshot ran and said why, and nothing after it ran (pipeline/dag/conditions.py).
+    skipped = summarize(config.pipeline.metadata_path, config.pipeline.name)
+    assert skipped.run_id != later.run_id and [c.name for c in skipped.components] == ["Snapshot"], skipped.components
+    assert "span-3, span-4" in skipped.nothing_new and skipped.nothing_new in rerun.stdout, skipped.nothing_new
+    assert len(mlmd.Reader.open(config.pipeline.metadata_path).artifacts_of_type("Model")) == models
     # A span lands: now there is something new (the drift gate's runs are in test_simulate_e2e.py).
     span_data.write_spans(resolve("data/penguins/penguins.csv"), source, _recipe(config), count=1, first=5, rows=20)
-    assert no_new_span(config, last_blessed(config)) is None
+    assert newness.check(spans.newest(source), serving).new

@@ -122,3 +122,57 @@ def test_span_data_resamples_and_drifts_from_the_schema(tmp_path):
                if v not in recipe.missing)
     common = max(set(column(1, drift.categorical)), key=column(1, drift.categorical).count)
     assert column(3, drift.categorical).count(common) < column(1, drift.categorical).count(common) / 2
+
+
+def _serve(serving: Path, version: int, trained_on: tuple[str, ...], tmp_path: Path) -> None:
+    """A loadable version with its training-data record, as the Pusher leaves it (components/training_record.py)."""
+    from components import training_record
+    from components.serving_dir import SAVED_MODEL
+
+    stats = tmp_path / f"stats-{version}" / training_record.TRAIN_SPLIT
+    stats.mkdir(parents=True)
+    (stats / training_record.STATISTICS_FILE).write_bytes(b"")
+    training_record.write(str(serving), version, str(stats.parent), "model", spans=trained_on)
+    (serving / str(version)).mkdir()
+    (serving / str(version) / SAVED_MODEL).write_bytes(b"")
+
+
+def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
+    """data.skip_when_no_new_span: the property the DAG's condition reads (pipeline/dag/conditions.py), and the
+    local cache key, which must change when a version starts serving."""
+    from tfx.orchestration.portable import data_types
+    from tfx.types import standard_artifacts
+
+    from components.snapshot import newness
+    from components.snapshot.component import (
+        DATA_URI_KEY,
+        FINGERPRINT,
+        SERVING_DIR,
+        SKIP_WHEN_NO_NEW_SPAN,
+        SNAPSHOT_KEY,
+        DatasetSnapshot,
+        SnapshotDriver,
+    )
+
+    src, serving = _spans(tmp_path / "src", "span-1", "span-2", "span-3"), tmp_path / "serving"
+    props = {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SPANS: "window(2)",
+             SERVING_DIR: str(serving), SKIP_WHEN_NO_NEW_SPAN: 1}
+
+    def run(**changes) -> tuple[dict, str]:
+        snapshot, data_uri = DatasetSnapshot(), standard_artifacts.String()
+        snapshot.uri, data_uri.uri = str(tmp_path / "artifact"), str(tmp_path / "data_uri")
+        Path(snapshot.uri).mkdir(exist_ok=True)
+        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot], DATA_URI_KEY: [data_uri]}, {**props, **changes})
+        key = SnapshotDriver(None).run(data_types.ExecutionInfo(exec_properties={**props, **changes}))
+        return ({k: snapshot.get_custom_property(k) for k in newness.Newness(True).properties()},
+                key.exec_properties[FINGERPRINT].string_value)
+
+    nothing_serving, key = run()
+    assert nothing_serving == {"new_span": 1, "newest_span": "span-3", "serving_version": "", "serving_spans": ""}
+    _serve(serving, 1, ("span-2", "span-3"), tmp_path)
+    seen, served_key = run()
+    assert seen == {"new_span": 0, "newest_span": "span-3", "serving_version": "1", "serving_spans": "span-2,span-3"}
+    assert served_key != key  # a cached snapshot would still say new_span=1
+    assert run(**{SKIP_WHEN_NO_NEW_SPAN: 0})[0]["new_span"] == 1
+    _spans(src, "span-4")
+    assert run()[0]["new_span"] == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -269,3 +270,19 @@ def test_compile_rejects_a_config_without_vertex(capsys):
 
     assert main(["compile", "--config", "configs/local.yaml"]) == EXIT_BAD_CONFIG
     assert "compile needs a vertex section" in capsys.readouterr().err
+
+
+def test_with_spans_every_task_after_the_snapshot_is_conditional_on_its_new_span_property():
+    """data.skip_when_no_new_span on Vertex (pipeline/dag/conditions.py): the condition reads the Snapshot's
+    DatasetSnapshot, wired in as an input; without spans no task is conditional (no extra input, no cache misses)."""
+    tasks = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
+    conditional = {n for n, t in tasks.items() if t.get("triggerPolicy", {}).get("condition")}
+    resolvers = {n for n in tasks if "resolver" in n}
+    assert conditional == set(tasks) - {"Snapshot"} - resolvers and len(conditional) >= 9
+    for name in conditional:
+        key, = re.fullmatch(r"\(inputs\.artifacts\['([^']+)'\]\.artifacts\[0\]\.metadata\['new_span'\] == 1\.0\)",
+                            tasks[name]["triggerPolicy"]["condition"]).groups()
+        assert tasks[name]["inputs"]["artifacts"][key]["taskOutputArtifact"] == {
+            "producerTask": "Snapshot", "outputArtifactKey": "snapshot"}, name
+    flat = json.loads(compiled_template().read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert not [n for n, t in flat.items() if "triggerPolicy" in t]

@@ -8,13 +8,17 @@ itself, and MLMD links every downstream artifact to the snapshot and digest.
 For a source in span layout (`span-<N>/` or `YYYY-MM-DD/` subdirectories),
 the `spans` selection is applied here, at run time, and the snapshot, its
 manifest and its MLMD properties hold exactly the chosen spans (spans.py).
+With skip_when_no_new_span it also records whether the source holds a span
+the version serving now was not trained on (newness.py): the DAG runs the
+rest of the pipeline only if so.
 
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
 (names, sizes, mtimes or GCS generations) to the execution properties, the
-same way ExampleGen's own driver keys its cache. Vertex runs no custom
-drivers: there the compiled spec turns caching off for this task instead
-(pipeline/vertex/cache_rule.py).
+same way ExampleGen's own driver keys its cache; with skip_when_no_new_span,
+the version serving now joins it, since the newness answer depends on it.
+Vertex runs no custom drivers: there the compiled spec turns caching off for
+this task instead (pipeline/vertex/cache_rule.py).
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
-from components.snapshot import spans, store
+from components import training_record
+from components.snapshot import newness, spans, store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
 SPANS = "spans"
 MISSING_VALUES = "missing_values"
+SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN = "serving_dir", "skip_when_no_new_span"
 SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
 
 
@@ -62,6 +68,10 @@ class SnapshotSpec(types.ComponentSpec):
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
         # JSON list of CSV cell values stored as empty (missing) cells.
         MISSING_VALUES: component_spec.ExecutionParameter(type=str, optional=True),
+        # With SKIP_WHEN_NO_NEW_SPAN=1 (and SPANS, no DIGEST), the newest span is compared with the
+        # training-data record of the version serving in SERVING_DIR (newness.py).
+        SERVING_DIR: component_spec.ExecutionParameter(type=str, optional=True),
+        SKIP_WHEN_NO_NEW_SPAN: component_spec.ExecutionParameter(type=int, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -77,9 +87,15 @@ class SnapshotDriver(base_driver.BaseDriver):
     def run(self, execution_info) -> driver_output_pb2.DriverOutput:
         props = execution_info.exec_properties
         result = driver_output_pb2.DriverOutput()
-        result.exec_properties[FINGERPRINT].string_value = (
-            f"pinned:{props[DIGEST]}" if props.get(DIGEST) else store.fingerprint(props[SOURCE_URI]))
+        key = f"pinned:{props[DIGEST]}" if props.get(DIGEST) else store.fingerprint(props[SOURCE_URI])
+        if _checks_newness(props):
+            key += f"; serving: {training_record.serving_key(props[SERVING_DIR])}"
+        result.exec_properties[FINGERPRINT].string_value = key
         return result
+
+
+def _checks_newness(props: dict[str, Any]) -> bool:
+    return bool(props.get(SKIP_WHEN_NO_NEW_SPAN) and props.get(SPANS) and not props.get(DIGEST))
 
 
 class SnapshotExecutor(base_executor.BaseExecutor):
@@ -89,11 +105,15 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
         source, selection = exec_properties[SOURCE_URI], exec_properties.get(SPANS) or None
         tokens = json.loads(exec_properties.get(MISSING_VALUES) or "[]")
+        found = newness.not_checked()
         if pinned:
             manifest = store.get(root, pinned)
         elif selection:
             # Decided now, from what has landed in the source by the time this run gets here.
-            chosen = spans.select(spans.list_spans(source), selection, source)
+            listed = spans.list_spans(source)
+            chosen = spans.select(listed, selection, source)
+            if _checks_newness(exec_properties):
+                found = newness.check(listed[-1], exec_properties[SERVING_DIR])
             manifest = store.create(source, root, spans=tuple(s.name for s in chosen), missing_values=tokens)
         else:
             manifest = store.create(source, root, missing_values=tokens)
@@ -111,6 +131,8 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property(SPANS, ",".join(manifest.spans))
         out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
         out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
+        for name, value in found.properties().items():
+            (out.set_int_custom_property if isinstance(value, int) else out.set_string_custom_property)(name, value)
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
         output_dict[DATA_URI_KEY][0].value = manifest.data_uri
@@ -122,8 +144,10 @@ class Snapshot(base_component.BaseComponent):
     DRIVER_CLASS = SnapshotDriver
 
     def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
-                 span_selection: Optional[str] = None, missing_values: Sequence[str] = ()):
+                 span_selection: Optional[str] = None, missing_values: Sequence[str] = (),
+                 serving_dir: Optional[str] = None, skip_when_no_new_span: bool = False):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
             spans=span_selection or None, missing_values=json.dumps(list(missing_values)),
+            serving_dir=serving_dir or None, skip_when_no_new_span=int(skip_when_no_new_span),
             snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))

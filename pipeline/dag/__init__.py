@@ -1,2 +1,2 @@
-"""Pieces of the DAG that create_pipeline (pipeline/pipeline.py) wires in and that
-depend on the dataset: the Evaluator's config for the task (evaluation.py)."""
+"""Pieces of the DAG that create_pipeline (pipeline/pipeline.py) wires in: the Evaluator's config for the
+dataset's task (evaluation.py), and the no-new-span condition around everything after the Snapshot (conditions.py)."""

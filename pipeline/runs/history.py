@@ -35,6 +35,7 @@ class Row:
     unchanged_version: Optional[str]
     stopped_by: Optional[str]  # the component that failed, if any
     serving: bool = False
+    no_new_span: bool = False  # the Snapshot found nothing new, so nothing after it ran
 
     @property
     def outcome(self) -> str:
@@ -42,6 +43,8 @@ class Row:
             return f"blocked by {self.stopped_by}"
         if self.stopped_by:
             return f"failed in {self.stopped_by}"
+        if self.no_new_span:
+            return "no new span"
         if self.pushed_version:
             return "pushed"
         if self.unchanged_version:
@@ -76,7 +79,7 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
                blessed=summary.blessed,
                # A rerun whose Pusher came from cache pushed nothing itself.
                pushed_version=None if summary.unchanged_version else summary.pushed_version,
-               unchanged_version=summary.unchanged_version, stopped_by=failed,
+               unchanged_version=summary.unchanged_version, stopped_by=failed, no_new_span=bool(summary.nothing_new),
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version))
 

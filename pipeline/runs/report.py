@@ -70,7 +70,7 @@ def render(summary: RunSummary, pipeline_name: str) -> str:
 
 def _overview(s: RunSummary, pipeline_name: str) -> str:
     failed = [c.name for c in s.components if c.state == "failed"]
-    status = f"failed in {', '.join(failed)}" if failed else "complete"
+    status = f"failed in {', '.join(failed)}" if failed else s.nothing_new or "complete"
     rows = [("pipeline", pipeline_name), ("run", s.run_id), ("status", status),
             ("blessed", {True: "yes", False: "NO", None: "not evaluated"}[s.blessed]),
             ("pushed model", s.pushed_path or "nothing pushed (the serving model, if any, is unchanged)")]

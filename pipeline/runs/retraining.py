@@ -1,50 +1,24 @@
-"""What scheduled retraining asks MLMD before a run: the last blessed model and the data behind it."""
+"""What scheduled retraining reads back from a run: did its Snapshot find a span the serving model has not seen?
+
+The Snapshot answers at run time, locally and on Vertex alike
+(components/snapshot/newness.py); when it found none, the DAG skipped
+everything after it (pipeline/dag/conditions.py) and this says why.
+"""
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
-from components.snapshot import spans
-from pipeline.config import Config, resolve
-from pipeline.runs import mlmd
-from pipeline.runs.lineage import Lineage, trace
+from components.snapshot import newness
 
 
-def last_blessed(config: Config) -> Optional[Lineage]:
-    """Lineage of the most recently blessed model of this pipeline root, or None."""
-    if not os.path.exists(config.pipeline.metadata_path):
+def nothing_new(snapshot_properties: dict) -> Optional[str]:
+    """Why the run skipped everything after its Snapshot, or None when it found something new (or didn't check)."""
+    found = newness.from_properties(snapshot_properties)
+    if found is None or found.new:
         return None
-    reader = mlmd.Reader.open(config.pipeline.metadata_path)
-    blessings = [b for b in reader.artifacts_of_type("ModelBlessing") if mlmd.properties(b).get("blessed") == 1]
-    for blessing in sorted(blessings, key=lambda b: b.id, reverse=True):
-        evaluator = reader.producer(blessing)
-        models = reader.inputs(evaluator).get("model", []) if evaluator is not None else []
-        if models:
-            return trace(reader.store, models[0])
-    return None
-
-
-def trained_spans(lineage: Lineage) -> list[str]:
-    """The span directories of the snapshot a model was trained on (empty for a flat source)."""
-    if lineage.snapshot is None:
-        return []
-    return [s for s in str(mlmd.properties(lineage.snapshot).get("spans", "")).split(",") if s]
-
-
-def no_new_span(config: Config, lineage: Optional[Lineage]) -> Optional[str]:
-    """Why this run has nothing new to train on, or None when there is a span the last blessed model has not seen.
-
-    lineage: last_blessed(config).
-    """
-    seen = trained_spans(lineage) if lineage is not None else []
-    if not seen:
-        return None
-    source = resolve(config.data.input_dir)
-    newest = spans.newest(source)
-    newest_seen = max(spans.parse_name(s) for s in seen)
-    if newest.key > newest_seen:
-        return None
-    return (f"no new span: the newest in {source} is {newest.name}, and the last blessed model "
-            f"(artifact {lineage.model.id}) was trained on {', '.join(seen)}; nothing to retrain "
+    source = snapshot_properties.get("source_uri", "the source")
+    return (f"no new span: the newest in {source} is {found.newest}, and the model serving now "
+            f"(version {found.serving_version}) was trained on {', '.join(found.serving_spans)}; nothing to "
+            "retrain, the run skipped everything after the Snapshot "
             "(data.skip_when_no_new_span=false retrains anyway)")

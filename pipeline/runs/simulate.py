@@ -17,7 +17,7 @@ import sys
 from typing import Optional, TextIO
 
 from pipeline.config import Config, resolve
-from pipeline.errors import EXIT_OK, ConfigError, NothingNew, PipelineFailed
+from pipeline.errors import EXIT_OK, ConfigError, PipelineFailed
 from pipeline.runs import span_data
 from pipeline.runs.history import format_history, history, main_metric
 from pipeline.runs.history_page import write_history_page
@@ -44,8 +44,6 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
         stream.write(f"\n=== span-{n} landed{shifted}; the schedule fires ===\n")
         try:
             run_local(config, stream)
-        except NothingNew as e:
-            stream.write(f"{e}\n")
         except PipelineFailed as e:
             stream.write(f"run stopped: {str(e).splitlines()[0]}\n")
             stream.write("".join(f"  {line}\n" for line in str(e).splitlines()[1:] if line.startswith("  ")))

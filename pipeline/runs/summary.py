@@ -15,6 +15,7 @@ from components.pusher import UNCHANGED_VERSION
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
+from pipeline.runs.retraining import nothing_new
 from trainer.tasks import MAIN_METRICS, MainMetric
 
 # The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
@@ -53,6 +54,8 @@ class RunSummary:
     # Set when this run pushed nothing because the candidate is already this serving version: byte-identical
     # (components/pusher.py), or pushed by an earlier run whose Pusher execution this run reused from cache.
     unchanged_version: Optional[str] = None
+    # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
+    nothing_new: Optional[str] = None
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -102,6 +105,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     if snapshots:
         summary.snapshot_digest = snapshots[0][1].properties.get("digest")
         summary.snapshot_rows = snapshots[0][1].properties.get("rows")
+        summary.nothing_new = nothing_new(snapshots[0][1].properties)
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
     if anomalies is not None:
         summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
@@ -175,7 +179,9 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in summary.validation_failures)
-    if summary.unchanged_version:
+    if summary.nothing_new:
+        lines.append(f"pushed: nothing: {summary.nothing_new}")
+    elif summary.unchanged_version:
         lines.append(f"pushed: nothing new: the candidate is the model serving now (version "
                      f"{summary.unchanged_version}), so it was not pushed again")
     elif summary.pushed_path:

@@ -57,6 +57,10 @@ content-addressed, plus the file fingerprint its pre-cache-check driver adds.
 With the data unchanged it is a hit, and so is StatisticsGen, which reads
 only its examples. ImportSchemaGen's new Schema artifact makes
 ExampleValidator, Transform, the Trainer and the Evaluator rerun every time.
+With spans and data.skip_when_no_new_span, every task after the Snapshot
+also reads its DatasetSnapshot (the input of its trigger condition,
+pipeline/dag/conditions.py), so CsvExampleGen and StatisticsGen miss too:
+such a run either has a new span (new data, a miss anyway) or is skipped.
 """
 
 from __future__ import annotations

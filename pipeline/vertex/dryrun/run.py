@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
-from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK, ConfigError, PipelineFailed
+from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK, ConfigError, PipelineFailed
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, format_summary, summarize
@@ -148,8 +148,9 @@ def _run_tasks(tasks: list[Task], ctx: RunContext, results: list[TaskResult]) ->
     outputs = {}
     for task in tasks:
         blocked = [u for u in task.upstream if u not in outputs]
-        if blocked:  # Vertex's default failure policy: tasks that need a failed one do not start
-            ctx.say(f"  {task.name} not started: it needs {', '.join(blocked)}")
+        if blocked:  # each task waits on its upstreams' success (condition.py): after a failed or skipped one, none
+            states = {r.name: r.state for r in results}
+            ctx.say(f"  {task.name} not started: it needs " + ", ".join(f"{u} ({states[u]})" for u in blocked))
             results.append(TaskResult(task.name, "skipped"))
             continue
         result = run_task(task, ctx, outputs)
@@ -199,4 +200,6 @@ def _summarize(local_config: Config, job_id: str, log_file: str, results: list[T
 def cmd_dryrun(config: Config, args) -> int:
     result = dry_run(config, args.local_dir, args.runs)
     summary = result.runs[-1].summary
+    if summary is not None and (summary.nothing_new or summary.unchanged_version):
+        return EXIT_NOTHING_NEW
     return EXIT_OK if summary is not None and summary.pushed_path else EXIT_NOT_PUSHED

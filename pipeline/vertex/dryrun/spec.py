@@ -20,7 +20,7 @@ from pipeline.errors import CommandFailed
 
 ROOT = "pipelineSpec.root.dag.tasks"
 # What a task may say and the dry run still runs it as Vertex would.
-_TASK_FIELDS = {"taskInfo", "componentRef", "dependentTasks", "inputs", "cachingOptions"}
+_TASK_FIELDS = {"taskInfo", "componentRef", "dependentTasks", "inputs", "cachingOptions", "triggerPolicy"}
 _CONTAINER_FIELDS = {"image", "command", "args", "lifecycle", "env"}
 _PARAMETER_SOURCES = ("runtimeValue", "taskOutputParameter", "componentInputParameter")
 # The flags of TFX's Vertex entrypoint and ExampleGen driver that take a value; the rest are Beam's.
@@ -127,6 +127,7 @@ def _task(spec: dict, name: str, task_spec: dict, names: set[str], notes: list[s
         if dep not in names:
             raise SpecError(f"{ROOT}.{name}.dependentTasks: {dep!r} is not a task of the DAG")
     task = Task(name, task_spec, component, label, executor, tuple(sorted(upstream)))
+    _check_trigger_policy(task)
     _check_executor(task)
     _check_artifact_types(task)
     return task
@@ -146,6 +147,18 @@ def producer(ref: str, names: set[str], field: str, notes: list[str]) -> str:
                      "(TFX 1.16 writes '<id>_task' here; whether Vertex resolves it is unverified)")
         return ref[:-len("_task")]
     raise SpecError(f"{field}: {ref!r} is not a task of the DAG")
+
+
+def _check_trigger_policy(task: Task) -> None:
+    """Only a condition (dryrun/condition.py), on a container task, with the default strategy."""
+    policy = task.spec.get("triggerPolicy")
+    if policy is None:
+        return
+    extra = sorted(set(policy) - {"condition", "strategy"})
+    if extra or policy.get("strategy", "ALL_UPSTREAM_TASKS_SUCCEEDED") != "ALL_UPSTREAM_TASKS_SUCCEEDED":
+        raise SpecError(f"{task.field('triggerPolicy', (extra or ['strategy'])[0])}: not emulated by the dry run")
+    if policy.get("condition") and "resolver" in task.executor:
+        raise SpecError(f"{task.field('triggerPolicy.condition')}: a condition on a resolver task is not emulated")
 
 
 def _check_executor(task: Task) -> None:

@@ -1,8 +1,10 @@
 """One task of a dry run, as Vertex Pipelines executes it.
 
 A resolver task runs its artifact queries (artifacts.py). A container task
-gets its ExecutorInput (invocation.py); a pre-cache-check driver, if the spec
-has one (file-based ExampleGen), runs first and its results join the inputs;
+gets its ExecutorInput (invocation.py); if its trigger condition is false
+there, it is skipped without an execution (condition.py); a pre-cache-check
+driver, if the spec has one (file-based ExampleGen), runs first and its
+results join the inputs;
 then Vertex's cache rule decides (cache.py): a hit hands on the recorded
 outputs, a miss runs the container's command as a local process and reads
 its ExecutorOutput. Every execution is recorded (record.py).
@@ -21,7 +23,7 @@ from typing import Any, Callable, Optional
 from pipeline.config import REPO_ROOT
 from pipeline.runs.progress import _CACHED, _FINISHED, _RUNNING
 from pipeline.vertex.cache_rule import caching_enabled
-from pipeline.vertex.dryrun import artifacts, invocation
+from pipeline.vertex.dryrun import artifacts, condition, invocation
 from pipeline.vertex.dryrun.artifacts import ArtifactIndex
 from pipeline.vertex.dryrun.bucket import BucketMap
 from pipeline.vertex.dryrun.cache import CacheIndex, task_fingerprint
@@ -67,7 +69,7 @@ def run_task(task: Task, ctx: RunContext, outputs: dict[str, TaskOutputs]) -> Ta
         result = _resolver(task, ctx, outputs) if "resolver" in task.executor else _container(task, ctx, outputs)
     except SpecError as e:
         raise SpecError(f"task {task.name}: {e}") from None
-    if result.state != "failed":
+    if result.state in ("ran", "cached"):
         log.info(_FINISHED, task.name)
     return result
 
@@ -92,6 +94,14 @@ def _container(task: Task, ctx: RunContext, outputs: dict[str, TaskOutputs]) -> 
     root = ctx.job.runtime["gcsOutputDirectory"].rstrip("/")
     task_root = f"{root}/{ctx.job.job_id}/{task.name}_{uuid.uuid4().hex[:8]}"
     executor_input = invocation.executor_input(task, args, outputs, task_root, ctx.index.new_name, ctx.producer)
+    try:
+        runs = condition.holds(task, executor_input)
+    except condition.ConditionError as e:  # the driver fails, and so does the task
+        ctx.say(f"  {task.name} FAILED: triggerPolicy.condition {condition.condition(task)!r}: {e}")
+        return TaskResult(task.name, "failed", error=f"triggerPolicy.condition: {e}")
+    if not runs:
+        ctx.say(f"  {task.name} skipped: its triggerPolicy.condition is false: {condition.condition(task)}")
+        return TaskResult(task.name, "skipped")
     task_log = ctx.logs / f"{task.name}.log"
     ctx.logs.mkdir(parents=True, exist_ok=True)
     task_log.write_text("")

@@ -1,0 +1,45 @@
+"""The one condition in the DAG: everything after the Snapshot runs only if it found a new span.
+
+data.skip_when_no_new_span (with spans, and no pinned snapshot): the
+Snapshot compares the newest span with the spans the version serving now was
+trained on and sets `new_span` on its DatasetSnapshot
+(components/snapshot/newness.py). Every later component sits in a TFX `Cond`
+on that property, which both platforms evaluate at run time:
+- locally, TFX's input resolution drops a node whose predicate is false
+  (tfx/orchestration/portable/input_resolution/node_inputs_resolver.py,
+  `_filter_conditionals`) and the launcher skips it without an execution;
+- for Vertex, the compiler writes the predicate as each task's CEL
+  `triggerPolicy.condition` (tfx/orchestration/kubeflow/v2/step_builder.py,
+  compiler_utils.placeholder_to_cel), which the backend's driver evaluates
+  before the task (pipeline/vertex/dryrun/condition.py cites the source).
+Each task carries the predicate itself, so no task depends on a skipped
+one's outputs for being skipped. Resolver tasks get no condition on Vertex
+(step_builder.py builds them apart); they only query metadata.
+Without the check there is no Cond: a Cond adds the snapshot as an input of
+every task, and on Vertex a new input artifact is a cache miss (cache_rule.py),
+which would cost reruns of ExampleGen and StatisticsGen on unchanged flat data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ContextManager
+
+# From its defining module, not tfx.v1 (which imports the Vertex extensions; pipeline/pipeline.py).
+from tfx.dsl.experimental.conditionals.conditional import Cond
+
+from components.snapshot.component import SNAPSHOT_KEY, Snapshot
+from components.snapshot.newness import NEW_SPAN
+from pipeline.config import Config
+
+
+def checks_new_span(config: Config) -> bool:
+    """Whether runs skip everything after the Snapshot when it finds no new span."""
+    return bool(config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest)
+
+
+def only_with_new_span(config: Config, snapshot: Snapshot) -> ContextManager:
+    """`with` this around the components after the Snapshot."""
+    if not checks_new_span(config):
+        return contextlib.nullcontext()
+    return Cond(snapshot.outputs[SNAPSHOT_KEY].future()[0].custom_property(NEW_SPAN) == 1)
