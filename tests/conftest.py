@@ -132,6 +132,7 @@ def group_of(nodeid: str) -> str:
     return SHARED_RUNS_GROUP if module in SHARED_RUN_MODULES else module
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
