@@ -115,7 +115,6 @@ def rejected_run(safety_run) -> RejectedRun:
     return RejectedRun(config, summary, out.getvalue(), before, tree_hashes(serving))
 
 
-
 # `make test` runs two pytest-xdist workers (`--dist loadscope --no-loadscope-reorder`) and
 # hands them groups of tests: a module is a group (its module fixtures are made once), and the
 # modules whose tests use finished_run (directly or through pipeline_run, safety_run,
