@@ -77,8 +77,11 @@ checkov: tools-venv
 	$(TOOLS_VENV)/bin/checkov -d infra --compact --quiet --skip-download
 
 # tools-venv: checkov, so the infra test runs its static checks instead of skipping.
+# Two pytest-xdist workers; tests/conftest.py groups the tests that share runs or fixtures.
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: venv tools-venv lint
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder) $(ARGS)
 
 lint: venv
 	$(PY) -m ruff check pipeline components trainer tests bench

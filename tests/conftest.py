@@ -113,3 +113,40 @@ def rejected_run(safety_run) -> RejectedRun:
     out = io.StringIO()
     summary = run_local(config, out)
     return RejectedRun(config, summary, out.getvalue(), before, tree_hashes(serving))
+
+
+# `make test` runs two pytest-xdist workers (`--dist loadscope --no-loadscope-reorder`) and
+# hands them groups of tests: a module is a group (its module fixtures are made once), and the
+# modules whose tests use finished_run (directly or through pipeline_run, safety_run,
+# rejected_run) are one group, so each shared run is still made once, on one worker. The two
+# longest groups are handed out first, one to each worker.
+SHARED_RUN_MODULES = ("tests/test_determinism.py", "tests/test_gates.py", "tests/test_lineage.py",
+                      "tests/test_pipeline_e2e.py", "tests/test_report.py")
+SHARED_RUNS_GROUP = "shared-runs"
+FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP)
+
+
+def group_of(nodeid: str) -> str:
+    module = nodeid.split("::", 1)[0]
+    return SHARED_RUNS_GROUP if module in SHARED_RUN_MODULES else module
+
+
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "finished_run" in item.fixturenames and group_of(item.nodeid) != SHARED_RUNS_GROUP:
+            raise pytest.UsageError(f"{item.nodeid} uses finished_run: add its module to SHARED_RUN_MODULES "
+                                    "in tests/conftest.py, or a second worker makes the same runs again")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a plain run keeps pytest's order
+        rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
+        items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))

@@ -135,6 +135,23 @@ def test_a_second_run_is_served_from_cache_only_when_the_submitted_job_says_so(t
     assert second.summary.run_id == second.job_id != first.job_id
 
 
+_EXIT_PROBE = """
+import atexit, gc, sitecustomize
+atexit.register(lambda: print("before freeze:", gc.get_freeze_count()))
+atexit._run_exitfuncs()
+print("after:", gc.get_freeze_count() > 0, sitecustomize.__file__)
+"""
+
+
+def test_task_processes_freeze_their_heap_as_the_last_thing_before_exit():
+    from pipeline.vertex.dryrun.run import TASK_SITE, _task_env
+
+    out = subprocess.run([sys.executable, "-c", _EXIT_PROBE], env=_task_env(), capture_output=True, text=True,
+                         check=True).stdout
+    # The task's own exit handlers (registered later) run first, on an unfrozen heap.
+    assert out.splitlines() == ["before freeze: 0", f"after: True {TASK_SITE / 'sitecustomize.py'}"], out
+
+
 # -- the Trainer's CustomJob --------------------------------------------------------
 
 def _settings(tmp_path, notes):

@@ -1,9 +1,10 @@
-"""The shipped Vertex config, compiled as submit does and dry-run here twice, then with two training workers.
+"""The shipped Vertex config, compiled as submit does and dry-run here twice.
 
-Run 1 pushes a blessed model; the bucket's data then changes; run 2 must
-re-ingest it (Vertex's cache rule: the Snapshot task is not a cache hit),
-resolve run 1's model as its baseline and push again. A third run with a
-two-worker CPU pool trains with two processes. Training is kept short.
+Run 1 pushes a blessed model trained on the emulated TPU; the bucket's data
+then changes, and run 2, compiled with a two-worker CPU pool, must re-ingest
+it (Vertex's cache rule: the Snapshot task is not a cache hit), train with two
+processes, resolve run 1's model as its baseline and push again. One run
+covers both, as a dry run costs a TFX start-up per task. Training is kept short.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pipeline.vertex.dryrun.run import dry_run
 pytestmark = pytest.mark.e2e
 
 SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100"]
+TWO_WORKERS = ["vertex.worker_pool.preset=cpu", "vertex.worker_pool.extra_workers=1"]
 RESOLVER = "latest_blessed_model_resolver-model-resolver"
 ADDED_ROWS = 30
 
@@ -37,8 +39,8 @@ def two_runs(tmp_path_factory):
     csv_path = Path(first.bucket.local(config.data.input_dir)) / "penguins.csv"
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
-    # The same compiled spec, as a schedule would submit it again.
-    second = dry_run(config, local_dir, stream=second_out, template=first.service_dir / "pipeline.json")
+    # The same pipeline, recompiled for a two-worker CPU pool, submitted into the same service and bucket.
+    second = dry_run(load_config("configs/vertex.yaml", [*SHORT, *TWO_WORKERS]), local_dir, stream=second_out)
     return config, local_dir, (first, first_out.getvalue()), (second, second_out.getvalue())
 
 
@@ -116,16 +118,13 @@ def test_report_and_metadata_are_local(two_runs):
 
 
 def test_two_worker_pool_trains_with_two_processes(two_runs):
-    _, local_dir, _, _ = two_runs
-    config = load_config("configs/vertex.yaml", [*SHORT, "vertex.worker_pool.preset=cpu",
-                                                 "vertex.worker_pool.extra_workers=1"])
-    out = io.StringIO()
-    run = dry_run(config, local_dir, stream=out).runs[0]
+    _, _, _, (second, console) = two_runs
+    run = second.runs[0]
     job = run.custom_jobs[0]
-    assert job.state == "SUCCEEDED", out.getvalue()
+    assert job.state == "SUCCEEDED", console
     assert [(r.pool, r.index, r.returncode) for r in job.replicas] == [("workerpool0", 0, 0), ("workerpool1", 0, 0)]
     for replica in job.replicas:
         cluster = json.loads(replica.env["CLUSTER_SPEC"])["cluster"]
         assert len(cluster["workerpool0"]) == 1 and len(cluster["workerpool1"]) == 1
         assert "num_workers = 2" in replica.log.read_text()
-    assert run.summary.pushed_path and "DEVICE EMULATED" not in out.getvalue()
+    assert run.summary.pushed_path and "DEVICE EMULATED" not in console

@@ -1,5 +1,9 @@
+import gc
 import sys
 
 from trainer.cli import main
 
-sys.exit(main())
+code = main()
+# As pipeline/__main__.py: spare the exit's garbage collections over TensorFlow's objects.
+gc.freeze()
+sys.exit(code)
