@@ -19,6 +19,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from components import training_record
 from pipeline.config import load_config
 from pipeline.vertex.dryrun.run import dry_run
 
@@ -70,13 +71,18 @@ def test_second_run_reingests_the_changed_data(two_runs):
 
 
 def test_second_run_compares_against_the_first_runs_model(two_runs):
-    _, _, (first, _), (second, console) = two_runs
+    config, _, (first, _), (second, console) = two_runs
     first_model = first.runs[0].task("Trainer").outputs.artifacts["model"][0]
     resolved = second.runs[0].task(RESOLVER).outputs.artifacts["model"]
     assert [a["name"] for a in resolved] == [first_model["name"]], console
     summary = second.runs[0].summary
     assert "sparse_categorical_accuracy" in summary.baseline_metrics
     assert summary.blessed is True and summary.pushed_path != first.runs[0].summary.pushed_path
+    # The drift gate's baseline, found at run time: the record run 1's Pusher wrote beside its version.
+    record = training_record.read(second.bucket.local(config.pipeline.serving_dir),
+                                  first.runs[0].summary.pushed_version)
+    assert record is not None and record.snapshot_digest == first.runs[0].summary.snapshot_digest
+    assert second.runs[0].task("DriftGate").state == "ran"
 
 
 def test_both_pushed_models_score_the_raw_csv(two_runs):
