@@ -120,3 +120,35 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     [report] = tmp_path.rglob("report.html")
     assert "no new span: the newest in" in report.read_text()
     assert tree_hashes(Path(serving)) == before
+
+
+@pytest.mark.e2e
+def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_path):
+    """The same compiled spec run twice, as a schedule would: run 1 finds a new span (nothing serves yet), so
+    every condition is true and it pushes; run 2 finds no newer span in the record run 1's Pusher wrote."""
+    from components import training_record
+    from pipeline.config import load_config, resolve
+    from pipeline.runs import span_data
+    from pipeline.vertex.dryrun.bucket import BucketMap
+    from pipeline.vertex.dryrun.run import dry_run
+    from tests.conftest import CONFIG
+
+    # Short training; the bar is low because this is about which tasks run, not the model's quality.
+    config = load_config("configs/vertex.yaml", [SPANS, "data.input_dir=gs://my-gcp-project-penguin-pipeline/spans",
+                                                 "trainer.train_steps=100", "trainer.eval_every_steps=100",
+                                                 "evaluator.lower_bound=0.5"])
+    bucket = BucketMap(str(tmp_path))
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), bucket.local(config.data.input_dir),
+                          span_data.Recipe.from_config(load_config(CONFIG)), count=2, rows=170)
+    out = io.StringIO()
+    first, second = dry_run(config, tmp_path, runs=2, stream=out).runs
+
+    assert all(t.state == "ran" for t in first.tasks), [(t.name, t.state) for t in first.tasks]
+    assert first.summary.pushed_version and not first.summary.nothing_new, out.getvalue()
+    record = training_record.read(bucket.local(config.pipeline.serving_dir), first.summary.pushed_version)
+    assert record is not None and record.spans == ("span-1", "span-2")
+
+    states = {t.name: t.state for t in second.tasks if "resolver" not in t.name}
+    assert states.pop("Snapshot") == "ran" and set(states.values()) == {"skipped"}, out.getvalue()
+    assert second.summary.nothing_new and "span-2" in second.summary.nothing_new
+    assert second.summary.pushed_version is None
