@@ -56,7 +56,7 @@ from tfx.types.standard_artifacts import Schema
 from tfx.utils import io_utils
 
 from components import training_record
-from components.snapshot.component import DatasetSnapshot
+from components.snapshot.component import DatasetSnapshot, spans_of
 from components.snapshot.store import DATA_DIR
 
 _MEASURE = {anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity",
@@ -142,7 +142,7 @@ def check(found: list[Drift], accepted: frozenset[str]) -> None:
         raise DataDriftError("\n".join(lines))
 
 
-def newest_statistics(snapshot_uri: str, spans: list[str]) -> statistics_pb2.DatasetFeatureStatisticsList:
+def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
     import pandas as pd
     import tensorflow_data_validation as tfdv
 
@@ -166,7 +166,7 @@ class DriftGateSpec(types.ComponentSpec):
     PARAMETERS = {
         # The directory TF Serving watches (pipeline.serving_dir); the baseline is found there at run time.
         SERVING_DIR: component_spec.ExecutionParameter(type=str),
-        # JSON {"numeric": x, "categorical": y, "features": {name: t}}.
+        # JSON {"numeric": x, "categorical": y, "features": {name: t}}: DriftGateSection.as_json().
         THRESHOLDS: component_spec.ExecutionParameter(type=str),
         # Comma-separated features whose drift a person accepted for this run.
         ACCEPTED: component_spec.ExecutionParameter(type=str, optional=True),
@@ -206,10 +206,9 @@ class DriftGateExecutor(base_executor.BaseExecutor):
         snapshot = input_dict[SNAPSHOT][0]
         limits = json.loads(exec_properties[THRESHOLDS])
         raw_schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(input_dict[SCHEMA][0].uri))
-        spans = [s for s in snapshot.get_string_custom_property("spans").split(",") if s]
+        spans = spans_of(snapshot)
         compared = with_comparators(raw_schema, gated_features(exec_properties[FEATURES], raw_schema),
-                                    limits.get("numeric", 0.3), limits.get("categorical", 0.2),
-                                    limits.get("features", {}))
+                                    limits["numeric"], limits["categorical"], limits["features"])
         found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans),
                         record.train_statistics(), compared)
         for d in found:
@@ -224,6 +223,6 @@ class DriftGate(base_component.BaseComponent):
     DRIVER_CLASS = DriftGateDriver
 
     def __init__(self, snapshot: types.BaseChannel, schema: types.BaseChannel, serving_dir: str,
-                 features: str, thresholds: str = "{}", accepted: str = ""):
+                 features: str, thresholds: str, accepted: str = ""):
         super().__init__(DriftGateSpec(snapshot=snapshot, schema=schema, serving_dir=serving_dir,
                                        thresholds=thresholds, accepted=accepted, features=features))

@@ -35,7 +35,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts, standa
 from tfx.utils import io_utils, proto_utils
 
 from components import serving_dir, training_record
-from components.snapshot.component import DatasetSnapshot
+from components.snapshot.component import DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
 STATISTICS_KEY, SNAPSHOT_KEY = "statistics", "snapshot"
@@ -98,7 +98,7 @@ def _write_record(base: str, version: int, input_dict: dict[str, list[types.Arti
     model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
     path = training_record.write(
         base, version, statistics_uri=artifact_utils.get_single_uri(statistics), model_uri=model.uri,
-        spans=tuple(s for s in snapshot.get_string_custom_property("spans").split(",") if s) if snapshot else (),
+        spans=spans_of(snapshot) if snapshot else (),
         snapshot_digest=snapshot.get_string_custom_property("digest") if snapshot else "",
         snapshot_rows=snapshot.get_int_custom_property("rows") if snapshot else None)
     logging.info("training-data record of version %s written to %s", version, path)

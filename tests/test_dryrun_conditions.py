@@ -82,21 +82,30 @@ def test_what_is_not_the_cel_tfx_writes_is_refused_or_fails(tasks, text, error):
         condition.holds(task, _input(task, 1.0))
 
 
+def _two_spans_in_the_bucket(tmp_path, rows: int, overrides: list[str] = ()):
+    """configs/vertex.yaml on spans (window(2)), and two spans of penguins-like rows in its mapped bucket."""
+    from pipeline.config import load_config, resolve
+    from pipeline.runs import span_data
+    from pipeline.vertex.dryrun.bucket import BucketMap
+    from tests.conftest import CONFIG
+
+    config = load_config("configs/vertex.yaml",
+                         [SPANS, "data.input_dir=gs://my-gcp-project-penguin-pipeline/spans", *overrides])
+    bucket = BucketMap(str(tmp_path))
+    span_data.write_spans(resolve("data/penguins/penguins.csv"), bucket.local(config.data.input_dir),
+                          span_data.Recipe.from_config(load_config(CONFIG)), count=2, rows=rows)
+    return config, bucket
+
+
 @pytest.mark.e2e
 def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     """A real dry run of the compiled spec: a version serves that was trained on the bucket's newest span."""
     from components import training_record
     from components.serving_dir import SAVED_MODEL
-    from pipeline.config import load_config, resolve
-    from pipeline.runs import span_data
-    from pipeline.vertex.dryrun.bucket import BucketMap
     from pipeline.vertex.dryrun.run import dry_run
-    from tests.conftest import CONFIG, tree_hashes
+    from tests.conftest import tree_hashes
 
-    config = load_config("configs/vertex.yaml", [SPANS, "data.input_dir=gs://my-gcp-project-penguin-pipeline/spans"])
-    bucket = BucketMap(str(tmp_path))
-    span_data.write_spans(resolve("data/penguins/penguins.csv"), bucket.local(config.data.input_dir),
-                          span_data.Recipe.from_config(load_config(CONFIG)), count=2, rows=40)
+    config, bucket = _two_spans_in_the_bucket(tmp_path, rows=40)
     serving = bucket.local(config.pipeline.serving_dir)
     os.makedirs(f"{serving}/1")
     open(f"{serving}/1/{SAVED_MODEL}", "wb").close()
@@ -127,19 +136,11 @@ def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_pa
     """The same compiled spec run twice, as a schedule would: run 1 finds a new span (nothing serves yet), so
     every condition is true and it pushes; run 2 finds no newer span in the record run 1's Pusher wrote."""
     from components import training_record
-    from pipeline.config import load_config, resolve
-    from pipeline.runs import span_data
-    from pipeline.vertex.dryrun.bucket import BucketMap
     from pipeline.vertex.dryrun.run import dry_run
-    from tests.conftest import CONFIG
 
     # Short training; the bar is low because this is about which tasks run, not the model's quality.
-    config = load_config("configs/vertex.yaml", [SPANS, "data.input_dir=gs://my-gcp-project-penguin-pipeline/spans",
-                                                 "trainer.train_steps=100", "trainer.eval_every_steps=100",
-                                                 "evaluator.lower_bound=0.5"])
-    bucket = BucketMap(str(tmp_path))
-    span_data.write_spans(resolve("data/penguins/penguins.csv"), bucket.local(config.data.input_dir),
-                          span_data.Recipe.from_config(load_config(CONFIG)), count=2, rows=170)
+    config, bucket = _two_spans_in_the_bucket(tmp_path, rows=170, overrides=[
+        "trainer.train_steps=100", "trainer.eval_every_steps=100", "evaluator.lower_bound=0.5"])
     out = io.StringIO()
     first, second = dry_run(config, tmp_path, runs=2, stream=out).runs
 

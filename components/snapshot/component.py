@@ -83,6 +83,11 @@ class SnapshotSpec(types.ComponentSpec):
     TYPE_ANNOTATION = Process
 
 
+def spans_of(snapshot: types.Artifact) -> tuple[str, ...]:
+    """The span directories a DatasetSnapshot covers, oldest first (none for a flat source)."""
+    return tuple(s for s in snapshot.get_string_custom_property(SPANS).split(",") if s)
+
+
 class SnapshotDriver(base_driver.BaseDriver):
     def run(self, execution_info) -> driver_output_pb2.DriverOutput:
         props = execution_info.exec_properties
