@@ -10,7 +10,8 @@ def markdown(r: dict) -> str:
     m = r.get("machine", {})
     lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
-    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi)):
+    for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi),
+                      ("analyzer_cache", _analyzer_cache)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -133,6 +134,23 @@ def _taxi(t: dict) -> list[str]:
             f"theirs **{_md(th['auc'])}** (target: ours >= theirs - {t['auc_margin']}). Both targets: "
             f"{'met' if t['met'] else 'NOT met'}.", "",
             *_component_table(o, th, "auc"), ""]
+
+
+def _analyzer_cache(a: dict) -> list[str]:
+    lines = ["## 5. Analyzer cache: the next run of a rolling window, with vs without", "", _when(a), "",
+             f"window({a['window']}) of {a['rows_per_span']}-row spans; {' '.join(a['beam'])}. Each side ran on "
+             f"spans 1-{a['window']}, then on spans 2-{a['window'] + 1}; the second runs compared:", "",
+             "| | with the cache | without | ratio |", "|---|---:|---:|---:|"]
+    c, n = a["next"]["cache"], a["next"]["no_cache"]
+    for name in ("CsvExampleGen", "Transform"):
+        cs, ns = c["components"][name]["seconds"], n["components"][name]["seconds"]
+        lines.append(f"| {name} s | {cs:.1f} | {ns:.1f} | {cs / ns:.2f}x |")
+    first = {side: a["first"][side]["components"]["Transform"]["seconds"] for side in ("cache", "no_cache")}
+    lines += [f"| whole run s | {c['wall_seconds']:.1f} | {n['wall_seconds']:.1f} | {a['wall_ratio']:.2f}x |", "",
+              f"Spans analyzed with the cache: [{c['analyzed_spans']}], from the cache: [{c['cached_spans']}]. "
+              f"First runs (filling the cache): Transform {first['cache']:.1f}s with, {first['no_cache']:.1f}s "
+              "without.", ""]
+    return lines
 
 
 def _when(part: dict) -> str:

@@ -6,7 +6,9 @@
 3. scale: generated penguin-like data at each --sizes row count through the
    full pipeline with Beam settings chosen for the size;
 4. taxi: this pipeline on configs/taxi.yaml vs TFX's own Chicago taxi example
-   on the same rows: wall time and eval AUC (bench/taxi.py).
+   on the same rows: wall time and eval AUC (bench/taxi.py);
+5. analyzer cache: a rolling window's next run with Transform's analyzer
+   cache vs without it (bench/analyzer_cache.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -30,6 +32,7 @@ from pathlib import Path
 import psutil
 
 from bench import local, taxi, tfx_penguin
+from bench.analyzer_cache import WINDOW, bench_analyzer_cache
 from bench.data_generator import write_dataset
 from bench.measure import run_measured
 from bench.results_md import markdown
@@ -182,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
-    parser.add_argument("--skip", action="append", default=[], choices=["local", "trainer", "scale", "taxi"])
+    parser.add_argument("--skip", action="append", default=[],
+                        choices=["local", "trainer", "scale", "taxi", "cache"])
+    parser.add_argument("--cache-rows", type=int, default=100_000,
+                        help="rows per span in the analyzer cache comparison")
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
@@ -219,6 +225,13 @@ def main(argv: list[str] | None = None) -> int:
             results["taxi"] = _stamped(taxi.bench_taxi, work, args.repeat)
             print(f"  ratio {results['taxi']['ratio']:.2f}x, AUC ours {results['taxi']['ours']['auc']} "
                   f"theirs {results['taxi']['theirs']['auc']}", flush=True)
+        if "cache" not in args.skip:
+            print(f"analyzer cache: window({WINDOW}) of {args.cache_rows}-row spans, next run with vs without ...",
+                  flush=True)
+            results["analyzer_cache"] = _stamped(bench_analyzer_cache, work, args.cache_rows,
+                                                 beam_settings(args.cache_rows * WINDOW))
+            print(f"  Transform ratio {results['analyzer_cache']['transform_ratio']:.2f}x, "
+                  f"whole run {results['analyzer_cache']['wall_ratio']:.2f}x", flush=True)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise

@@ -1,43 +1,170 @@
-"""Transform with fixed-size input batches, so its analyzers give bit-identical results on a rerun.
+"""TFX's Transform with fixed-size input batches and, for span snapshots, an analyzer cache per span.
 
-TFX's Transform lets Beam's BatchElements size the input batches adaptively,
-from how long recent batches took. Batch boundaries then change from run to
-run, the float sums inside tft.mean / tft.var are grouped differently, and the
-last bits of every scaled feature (and so of the trained weights) differ
-between two runs on the same data. A fixed batch size takes the timing out.
+Fixed batches: TFX's Transform lets Beam's BatchElements size the input
+batches adaptively, from how long recent batches took. Batch boundaries then
+change from run to run, the float sums inside tft.mean / tft.var are grouped
+differently, and the last bits of every scaled feature (and so of the trained
+weights) differ between two runs on the same data. A fixed batch size takes
+the timing out.
+
+Analyzer cache: when ExampleGen wrote each span in its own files
+(components/span_example_gen.py) and custom_config names a cache root, each
+span's rows of an analyzed split are a dataset of their own, and the cache
+(components/analyzer_cache.py) keeps tf.Transform's per-dataset analyzer
+results. TFX keys a dataset by its file pattern, i.e. by the ExampleGen
+artifact, which is new every run; here the key names what decides the result
+instead: the span's content, the hash split, the schema the rows are parsed
+with and the features section. tf.Transform adds the analyzers' own
+fingerprint to each entry, so an edited preprocessing_fn misses too. A run
+then analyzes only the spans no earlier run analyzed, and records which it
+analyzed and which came from the cache on its transform_graph artifact.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 from typing import Any, Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform.beam import analyzer_cache as tft_cache
 from tfx import types
 from tfx.components.transform import executor as transform_executor
+from tfx.components.transform import labels
 from tfx.components.transform.component import Transform
 from tfx.dsl.components.base import executor_spec
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+from tfx.utils import io_utils, json_utils
+
+from components.analyzer_cache import GenerationStore
+from components.span_example_gen import span_shards
 
 ANALYZER_BATCH_SIZE = 1000
+# In Transform's custom_config: where the analyzer cache lives (set by the pipeline for span snapshots).
+ANALYZER_CACHE_ROOT = "analyzer_cache_root"
+ANALYZED_SPANS = "analyzed_spans"
+CACHED_SPANS = "cached_spans"
+
+log = logging.getLogger(__name__)
 
 
-class _FixedBatchProcessor(transform_executor.TransformProcessor):
+class _Processor(transform_executor.TransformProcessor):
+    # Set per run by Executor.Do on a subclass (TFX instantiates the class itself, without arguments):
+    # the analyzed split's whole pattern -> (span, pattern of its files, content key) per span,
+    # and the spans analyzed / served from the cache, filled in as the run goes.
+    span_datasets: dict[str, list[tuple[str, str, str]]] = {}
+    analyzed: list[str] = []
+    cached: list[str] = []
+    disable_statistics = False
+
+    @property
+    def _span_of_key(self) -> dict[str, str]:
+        return {tft_cache.DatasetKey(key).key: span for parts in self.span_datasets.values() for span, _, key in parts}
+
     def _GetDesiredBatchSize(self, data_format: int, schema: schema_pb2.Schema) -> Optional[int]:
         return super()._GetDesiredBatchSize(data_format, schema) or ANALYZER_BATCH_SIZE
+
+    def Transform(self, inputs, outputs, status_file=None) -> None:
+        self.disable_statistics = bool(inputs[labels.DISABLE_STATISTICS_LABEL])
+        if self.span_datasets:
+            paths, formats = [], []
+            for path, file_format in zip(inputs[labels.ANALYZE_DATA_PATHS_LABEL],
+                                         inputs[labels.ANALYZE_PATHS_FILE_FORMATS_LABEL]):
+                parts = [pattern for _, pattern, _ in self.span_datasets.get(path, ())] or [path]
+                paths += parts
+                formats += [file_format] * len(parts)
+            inputs = {**inputs, labels.ANALYZE_DATA_PATHS_LABEL: paths,
+                      labels.ANALYZE_PATHS_FILE_FORMATS_LABEL: formats}
+        super().Transform(inputs, outputs, status_file)
+
+    def _MakeDatasetList(self, file_patterns, *args, **kwargs):
+        datasets = super()._MakeDatasetList(file_patterns, *args, **kwargs)
+        keys = {pattern: key for parts in self.span_datasets.values() for _, pattern, key in parts}
+        for dataset in datasets:
+            if dataset.file_pattern in keys:
+                dataset.dataset_key = tft_cache.DatasetKey(keys[dataset.file_pattern])
+        datasets.sort(key=lambda d: d.dataset_key)
+        for index, dataset in enumerate(datasets):
+            dataset.index = index
+        return datasets
+
+    def _JoinUncachedDatasets(self, analyze_data_list, optimized_analyze_data_dict, *args, **kwargs):
+        # TFX marks a dataset whose every analyzer result is in the cache with None: it is not analyzed.
+        span_of_key = self._span_of_key
+        for key, dataset in optimized_analyze_data_dict.items():
+            if key.key in span_of_key:
+                (self.cached if dataset is None else self.analyzed).append(span_of_key[key.key])
+        analyze_data_list, optimized_analyze_data_dict = super()._JoinUncachedDatasets(
+            analyze_data_list, optimized_analyze_data_dict, *args, **kwargs)
+        # TFX still reads such a dataset when it also materializes, and drops the rows unread by anything.
+        # Only its statistics would use them, and this pipeline turns those off.
+        if self.disable_statistics:
+            analyze_data_list = [d for d in analyze_data_list if optimized_analyze_data_dict.get(d.dataset_key, d)]
+        return analyze_data_list, optimized_analyze_data_dict
 
 
 class Executor(transform_executor.Executor):
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
+        custom_config = json_utils.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+        cache_root = (custom_config or {}).get(ANALYZER_CACHE_ROOT)
+        span_datasets = _span_datasets(input_dict, custom_config) if cache_root else {}
+        store = GenerationStore(cache_root) if span_datasets else None
+        if store:
+            input_dict, output_dict = dict(input_dict), dict(output_dict)
+            latest, generation = store.latest(), store.new()
+            if latest:
+                input_dict[standard_component_specs.ANALYZER_CACHE_KEY] = [_cache_artifact(latest)]
+            output_dict[standard_component_specs.UPDATED_ANALYZER_CACHE_KEY] = [_cache_artifact(generation)]
+        processor = type("_ProcessorOfThisRun", (_Processor,),
+                         {"span_datasets": span_datasets, "analyzed": [], "cached": []})
         # TFX's Do instantiates the module-level TransformProcessor by name and
-        # offers no hook for the batch size, so swap it for the length of this call.
+        # offers no hook for it, so swap in ours for the length of this call.
         # Executors run one at a time per process, so nothing else sees the swap.
         stock = transform_executor.TransformProcessor
-        transform_executor.TransformProcessor = _FixedBatchProcessor
+        transform_executor.TransformProcessor = processor
         try:
             super().Do(input_dict, output_dict, exec_properties)
         finally:
             transform_executor.TransformProcessor = stock
+        if store:
+            store.publish(generation)
+            graph = artifact_utils.get_single_instance(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
+            graph.set_string_custom_property(ANALYZED_SPANS, ",".join(sorted(set(processor.analyzed))))
+            graph.set_string_custom_property(CACHED_SPANS, ",".join(sorted(set(processor.cached))))
+            log.info("Transform analyzed spans [%s]; from the analyzer cache: [%s]",
+                     ", ".join(sorted(set(processor.analyzed))), ", ".join(sorted(set(processor.cached))))
+
+
+def _span_datasets(input_dict, custom_config: dict) -> dict[str, list[tuple[str, str, str]]]:
+    """Per split of the one Examples artifact: (span, pattern of its files, content key) for each span."""
+    examples = input_dict[standard_component_specs.EXAMPLES_KEY]
+    shards = span_shards(examples[0]) if len(examples) == 1 else []
+    if not shards:
+        return {}
+    schema_uri = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
+    with fileio.open(io_utils.get_only_uri_in_dir(schema_uri), "rb") as f:
+        schema = f.read()
+    features = json.dumps({k: v for k, v in custom_config.items() if k != ANALYZER_CACHE_ROOT}, sort_keys=True)
+    result = {}
+    for split in artifact_utils.decode_split_names(examples[0].split_names):
+        split_uri = artifact_utils.get_split_uri(examples, split)
+        result[io_utils.all_files_pattern(split_uri)] = [
+            (s["span"], f"{split_uri}/{s['prefix']}*",
+             f"{s['span']}-{split}-" + hashlib.sha256(s["key"].encode() + split.encode() + schema
+                                                     + features.encode()).hexdigest()[:24])
+            for s in shards]
+    return result
+
+
+def _cache_artifact(uri: str) -> types.Artifact:
+    artifact = standard_artifacts.TransformCache()
+    artifact.uri = uri
+    return artifact
 
 
 class DeterministicTransform(Transform):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+

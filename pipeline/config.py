@@ -70,6 +70,10 @@ class PipelineSection(Section):
     def serving_dir(self) -> str:
         return join(self.root_uri, "serving_model", self.name)
 
+    @property
+    def analyzer_cache_root(self) -> str:
+        return join(self.root_uri, "analyzer_cache", self.name)
+
 
 class DataSection(Section):
     # A directory of CSV files with a header row.
@@ -89,6 +93,11 @@ class DataSection(Section):
     # With spans: a run whose newest span is not newer than the newest span the
     # last blessed model was trained on exits at once (exit 4) instead of retraining.
     skip_when_no_new_span: bool = True
+    # With spans: Transform keeps each span's analysis (means, vocabularies, ...) under
+    # <pipeline.root>/analyzer_cache and a run analyzes only the spans no earlier run did
+    # (components/transform.py). Off by default: on the sizes measured so far its fixed
+    # cost is larger than what it saves (docs/retraining.md, `make bench`).
+    analyzer_cache: bool = False
 
     @field_validator("spans")
     @classmethod
@@ -240,6 +249,8 @@ class Config(Section):
             raise ValueError(
                 f"trainer.eval_every_steps ({self.trainer.eval_every_steps}) exceeds "
                 f"trainer.train_steps ({self.trainer.train_steps})")
+        if self.data.analyzer_cache and not self.data.spans:
+            raise ValueError("data.analyzer_cache keeps one cache entry per span: it needs data.spans")
         if self.dataflow is not None and self.dataflow.enabled and self.vertex is None:
             raise ValueError("dataflow needs a vertex section (project, region, image, service account)")
         if self.dataflow is not None and self.vertex is not None:

@@ -18,7 +18,8 @@ from components.evaluator import EagerMetricsEvaluator
 from components.pusher import Pusher
 from components.schema_import import SchemaImport
 from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
-from components.transform import DeterministicTransform
+from components.span_example_gen import SpanCsvExampleGen
+from components.transform import ANALYZER_CACHE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
@@ -58,14 +59,16 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
     with only_with_new_span(config, snapshot):
         # The snapshot's data dir, known only at run time; reading it makes the
         # snapshot an input of ExampleGen in MLMD.
-        example_gen = CsvExampleGen(
+        # With the analyzer cache, each span's rows in files of their own, so Transform can analyze a span alone.
+        example_gen = (SpanCsvExampleGen if config.data.analyzer_cache else CsvExampleGen)(
             input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
             # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
             input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
             if config.data.spans else None,
             output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
                 example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)])))
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)]))
+        ).with_id("CsvExampleGen")
 
         statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
         if config.data.schema_file:
@@ -83,11 +86,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         transform = DeterministicTransform(
             examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
             preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
-            custom_config=features,
+            custom_config={**features, ANALYZER_CACHE_ROOT: config.pipeline.analyzer_cache_root}
+            if config.data.analyzer_cache else features,
             # StatisticsGen already describes the raw data; skipping Transform's own
             # pre/post-transform statistics saves a full pass over the data.
             disable_statistics=True,
-            # Nothing reads the analyzer cache; writing it costs Beam stages on every run.
+            # TFX's cache channels would make the cache an input and defeat execution caching
+            # on reruns; data.analyzer_cache keeps it in a side store (components/analyzer_cache.py).
             disable_analyzer_cache=True).with_id("Transform")
         transform.add_upstream_node(data_gate)
         gates = [data_gate]

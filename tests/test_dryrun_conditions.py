@@ -140,7 +140,8 @@ def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_pa
 
     # Short training; the bar is low because this is about which tasks run, not the model's quality.
     config, bucket = _two_spans_in_the_bucket(tmp_path, rows=170, overrides=[
-        "trainer.train_steps=100", "trainer.eval_every_steps=100", "evaluator.lower_bound=0.5"])
+        "trainer.train_steps=100", "trainer.eval_every_steps=100", "evaluator.lower_bound=0.5",
+        "data.analyzer_cache=true"])
     out = io.StringIO()
     first, second = dry_run(config, tmp_path, runs=2, stream=out).runs
 
@@ -148,6 +149,10 @@ def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_pa
     assert first.summary.pushed_version and not first.summary.nothing_new, out.getvalue()
     record = training_record.read(bucket.local(config.pipeline.serving_dir), first.summary.pushed_version)
     assert record is not None and record.spans == ("span-1", "span-2")
+    # The span ExampleGen and the analyzer cache run in Vertex's task processes too; the cache lands in the bucket.
+    graph = first.summary.output("Transform", "TransformGraph").properties
+    assert graph["analyzed_spans"] == "span-1,span-2", graph
+    assert (Path(bucket.local(config.pipeline.analyzer_cache_root)) / "LATEST").is_file()
 
     states = {t.name: t.state for t in second.tasks if "resolver" not in t.name}
     assert states.pop("Snapshot") == "ran" and set(states.values()) == {"skipped"}, out.getvalue()

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 def simulation(tmp_path_factory):
     root = tmp_path_factory.mktemp("simulate")
     config = load_config("configs/simulate.yaml", [f"pipeline.root={root}", f"data.input_dir={root}/spans",
-                                                   SAFETY_TRAIN_STEPS])
+                                                   SAFETY_TRAIN_STEPS, "data.analyzer_cache=true"])
     out = io.StringIO()
     assert simulate(config, spans=3, drift_at=3, rows=150, stream=out) == 0
     return config, out.getvalue()
@@ -49,6 +49,9 @@ def test_three_spans_push_retrain_and_stop_on_drift(simulation):
     cold, warm = (read_scalars(s.output("Trainer", "ModelRun").uri)["eval_loss"][0]
                   for s in (first_summary, second_summary))
     assert cold[0] == warm[0] and warm[1] < cold[1], (cold, warm)
+    # With data.analyzer_cache, span 2's run analyzed span 2 only; span 1's analysis came from run 1.
+    graphs = [s.output("Transform", "TransformGraph").properties for s in (first_summary, second_summary)]
+    assert [(g["analyzed_spans"], g["cached_spans"]) for g in graphs] == [("span-1", ""), ("span-2", "span-1")]
     # Span 3 is shifted: the drift gate stops the run before Transform, naming the shifted features.
     assert third.drift == "DRIFT" and third.outcome == "blocked by DriftGate", text
     assert "feature bill_length_mm: Jensen-Shannon distance" in text and "feature island: L-infinity" in text

@@ -1,0 +1,75 @@
+"""Where Transform's analyzer cache lives between runs: a chain of generations under one root.
+
+TFX passes the cache from run to run as MLMD artifacts (a resolver feeding the
+last `updated_analyzer_cache` into the next Transform). That makes the cache an
+input of Transform, so a rerun on the very same data could never reuse
+Transform, nor the Trainer after it, from TFX's or Vertex's execution cache.
+Here the cache is a side store the executor reads and writes (as Beam's own
+temp files are), and each entry's key names the content it summarizes
+(components/transform.py): reading it or not changes how long Transform takes,
+never what it outputs.
+
+Layout: `<root>/<generation>/` is one run's complete output cache (TFX copies
+the entries of the run's datasets from the generation it read, then adds the
+new ones), and `<root>/LATEST` names the newest complete generation. A
+generation becomes visible only when LATEST names it, which is one small-file
+write (atomic on GCS; a rename locally), so a reader never sees a half-written
+cache. Generations older than the previous one are deleted on publish.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+import time
+import uuid
+from typing import Optional
+
+from tfx.dsl.io import fileio
+
+log = logging.getLogger(__name__)
+
+LATEST = "LATEST"
+_GENERATION_RE = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{8}$")
+
+
+class GenerationStore:
+    def __init__(self, root: str):
+        self.root = root.rstrip("/")
+
+    def latest(self) -> Optional[str]:
+        """The newest published generation's directory; None when there is none (or it is unreadable)."""
+        pointer = posixpath.join(self.root, LATEST)
+        if not fileio.exists(pointer):
+            return None
+        with fileio.open(pointer) as f:
+            name = f.read().strip()
+        path = posixpath.join(self.root, name)
+        # A cache is only ever a speed-up: something odd here means analyzing everything, not failing.
+        if not _GENERATION_RE.match(name) or not fileio.isdir(path):
+            log.warning("analyzer cache: %s names %r, which is no generation under %s; analyzing all spans",
+                        pointer, name, self.root)
+            return None
+        return path
+
+    def new(self) -> str:
+        """A directory for this run's output cache; invisible to readers until published."""
+        now = time.time()
+        name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}.{int(now % 1 * 1e6):06d}Z-{uuid.uuid4().hex[:8]}"
+        return posixpath.join(self.root, name)
+
+    def publish(self, generation: str) -> None:
+        previous = self.latest()
+        fileio.makedirs(self.root)
+        tmp = posixpath.join(self.root, f".{LATEST}-{uuid.uuid4().hex[:8]}")
+        with fileio.open(tmp, "w") as f:
+            f.write(posixpath.basename(generation))
+        fileio.rename(tmp, posixpath.join(self.root, LATEST), overwrite=True)
+        # Only generations older than the one just replaced (names sort by time): a newer
+        # one may belong to a run still writing it.
+        keep = {posixpath.basename(g) for g in (previous, generation) if g}
+        for name in fileio.listdir(self.root):
+            name = name.rstrip("/")
+            if _GENERATION_RE.match(name) and name not in keep and name < min(keep):
+                fileio.rmtree(posixpath.join(self.root, name))

@@ -1,0 +1,133 @@
+"""Transform's analyzer cache across runs of a rolling window: only unseen spans are analyzed, nothing else changes.
+
+Real TFX executors (the span ExampleGen, then Transform) on windows of spans
+cut from the bundled penguins data, with tf.Transform's own cache on disk.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+from tfx.types import channel, standard_artifacts
+
+from components import analyzer_cache, span_example_gen
+from components import transform as transform_component
+from pipeline.config import REPO_ROOT, load_config
+from pipeline.pipeline import PREPROCESSING_FN
+from tests.conftest import CONFIG
+from tests.test_span_example_gen import records, run_example_gen, snapshot, write_spans
+
+SPANS = {"span-1": slice(0, 90), "span-2": slice(90, 180), "span-3": slice(180, 270), "span-4": slice(270, None)}
+
+
+def _features(ignore: tuple[str, ...] = ()) -> dict:
+    features = load_config(CONFIG).features.model_dump()
+    features["numeric"] = [f for f in features["numeric"] if f["name"] not in ignore]
+    features["ignore"] += list(ignore)
+    return {"features": features}
+
+
+def _transform(examples, out: Path, cache_root: Path | None, features: dict) -> standard_artifacts.TransformGraph:
+    schema = standard_artifacts.Schema()
+    schema.uri = str(out / "schema")
+    (out / "schema").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "schema" / "penguins.pbtxt", out / "schema" / "schema.pbtxt")
+    cache = {transform_component.ANALYZER_CACHE_ROOT: str(cache_root)} if cache_root else {}
+    component = transform_component.DeterministicTransform(
+        examples=channel.Channel(type=standard_artifacts.Examples),
+        schema=channel.Channel(type=standard_artifacts.Schema),
+        preprocessing_fn=PREPROCESSING_FN, custom_config={**features, **cache},
+        disable_statistics=True, disable_analyzer_cache=True)
+    outputs = {}
+    for key, ch in component.outputs.items():
+        artifact = ch.type()
+        artifact.uri = str(out / key)
+        outputs[key] = [artifact]
+    context = BaseBeamExecutor.Context(beam_pipeline_args=["--direct_num_workers=1"], tmp_dir=str(out / "tmp"),
+                                       unique_id="1")
+    transform_component.Executor(context).Do({"examples": [examples], "schema": [schema]}, outputs,
+                                             dict(component.exec_properties))
+    return outputs["transform_graph"][0]
+
+
+def _spans(graph, prop: str) -> list[str]:
+    return [s for s in graph.get_string_custom_property(prop).split(",") if s]
+
+
+def _transformed(graph, examples) -> dict[str, np.ndarray]:
+    """The transform graph applied to the window's eval rows."""
+    rows = [tf.train.Example.FromString(r) for r in records(f"{examples.uri}/Split-eval/*")]
+    output = tft.TFTransformOutput(graph.uri)
+    layer = output.transform_features_layer()
+    parsed = tf.io.parse_example([r.SerializeToString() for r in sorted(rows, key=str)],
+                                 output.raw_feature_spec())
+    return {k: v.numpy() for k, v in layer(parsed).items()}
+
+
+@pytest.fixture(scope="module")
+def windows(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("windows")
+    made = {}
+    for name, spans in (("first", ("span-1", "span-2", "span-3")), ("next", ("span-2", "span-3", "span-4"))):
+        window = write_spans(tmp / f"source-{name}", {s: SPANS[s] for s in spans})
+        made[name] = run_example_gen(span_example_gen.Executor(), snapshot(window, tmp / "snapshots"), tmp / name)
+    return tmp, made
+
+
+def test_the_next_window_analyzes_only_its_new_span_and_transforms_as_without_a_cache(windows):
+    tmp, examples = windows
+    cache = tmp / "cache"
+    first = _transform(examples["first"], tmp / "t-first", cache, _features())
+    assert _spans(first, transform_component.ANALYZED_SPANS) == ["span-1", "span-2", "span-3"]
+    assert _spans(first, transform_component.CACHED_SPANS) == []
+
+    warm = _transform(examples["next"], tmp / "t-warm", cache, _features())
+    assert _spans(warm, transform_component.ANALYZED_SPANS) == ["span-4"]
+    assert _spans(warm, transform_component.CACHED_SPANS) == ["span-2", "span-3"]
+
+    cold = _transform(examples["next"], tmp / "t-cold", tmp / "empty-cache", _features())
+    assert _spans(cold, transform_component.ANALYZED_SPANS) == ["span-2", "span-3", "span-4"]
+    a, b = _transformed(warm, examples["next"]), _transformed(cold, examples["next"])
+    assert a.keys() == b.keys()
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    # And the cache did matter: the first window's statistics differ from the next one's.
+    c = _transformed(first, examples["next"])
+    assert any(not np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_an_edited_features_section_is_not_served_from_the_cache(windows):
+    tmp, examples = windows
+    cache = tmp / "cache-edited"
+    _transform(examples["first"], tmp / "e-first", cache, _features())
+    edited = _transform(examples["next"], tmp / "e-next", cache, _features(ignore=("body_mass_g",)))
+    assert _spans(edited, transform_component.ANALYZED_SPANS) == ["span-2", "span-3", "span-4"]
+    assert _spans(edited, transform_component.CACHED_SPANS) == []
+
+
+def test_a_generation_is_visible_only_once_published_and_old_ones_go(tmp_path):
+    store = analyzer_cache.GenerationStore(str(tmp_path))
+    assert store.latest() is None
+    gens = []
+    for _ in range(4):
+        gen = store.new()
+        Path(gen).mkdir()
+        assert store.latest() != gen
+        store.publish(gen)
+        assert store.latest() == gen
+        gens.append(gen)
+    unpublished = store.new()
+    Path(unpublished).mkdir()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(
+        Path(g).name for g in (gens[-2], gens[-1], unpublished))
+
+
+def test_a_broken_pointer_means_no_cache_not_a_failed_run(tmp_path):
+    (tmp_path / analyzer_cache.LATEST).write_text("../../etc")
+    assert analyzer_cache.GenerationStore(str(tmp_path)).latest() is None
