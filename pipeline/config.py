@@ -72,7 +72,9 @@ class PipelineSection(Section):
 
     @property
     def analyzer_cache_root(self) -> str:
-        return join(self.root_uri, "analyzer_cache", self.name)
+        # Under the pipeline root: with Dataflow, Beam's workers write the cache entries, and their
+        # account may write only there (infra/terraform/iam.tf). No TFX node is named so.
+        return join(self.pipeline_root, "analyzer_cache")
 
 
 class DataSection(Section):
@@ -94,7 +96,7 @@ class DataSection(Section):
     # last blessed model was trained on exits at once (exit 4) instead of retraining.
     skip_when_no_new_span: bool = True
     # With spans: Transform keeps each span's analysis (means, vocabularies, ...) under
-    # <pipeline.root>/analyzer_cache and a run analyzes only the spans no earlier run did
+    # <pipeline root>/analyzer_cache and a run analyzes only the spans no earlier run did
     # (components/transform.py). Off by default: on the sizes measured so far its fixed
     # cost is larger than what it saves (docs/retraining.md, `make bench`).
     analyzer_cache: bool = False

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.config import load_config
 from tests.infra_support import (
     APIS,
     DEPLOYER,
@@ -136,14 +137,17 @@ SERVING = "serving_model/penguin-tpu/1700000000/saved_model.pb"
 DATAFLOW_TEMP = "tmp/dataflow/temp/beam-temp-1/part-0"
 SPEC = "specs/pipeline-0123abc.json"
 DATA = "data/penguins/penguins.csv"
+# Transform's analyzer cache: with Dataflow, Beam's workers write its entries (components/transform.py).
+ANALYZER_CACHE = (load_config("configs/vertex.yaml", ["data.spans=window(2)", "data.analyzer_cache=true"])
+                  .pipeline.analyzer_cache_root.split("/", 3)[3] + "/20261130T000000.000000Z-0123abcd/key/0-of-1.gz")
 
 
 @pytest.mark.parametrize("account, writable, not_writable", [
     ("training", [MODEL], [SERVING, DATAFLOW_TEMP, SPEC, DATA]),
-    ("dataflow", [MODEL, DATAFLOW_TEMP], [SERVING, SPEC, DATA]),
-    ("build", [SPEC], [MODEL, SERVING, DATA]),
-    ("serving", [], [MODEL, SERVING, DATA]),
-    ("pipeline", [MODEL, SERVING, DATAFLOW_TEMP], []),
+    ("dataflow", [MODEL, DATAFLOW_TEMP, ANALYZER_CACHE], [SERVING, SPEC, DATA]),
+    ("build", [SPEC], [MODEL, SERVING, DATA, ANALYZER_CACHE]),
+    ("serving", [], [MODEL, SERVING, DATA, ANALYZER_CACHE]),
+    ("pipeline", [MODEL, SERVING, DATAFLOW_TEMP, ANALYZER_CACHE], []),
 ])
 def test_bucket_writes_stay_under_each_jobs_prefixes(tf, account, writable, not_writable):
     """Only the pipeline (its Pusher) may write serving_model/; the others write where their job does."""
