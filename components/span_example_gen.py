@@ -134,17 +134,22 @@ class Executor(BaseExampleGenExecutor):
         for split in output_config.split_config.splits:
             buckets.append((buckets[-1] if buckets else 0) + split.hash_buckets)
 
-        def partition(item, n):
-            # The split by TFX's own hash of the example, then the span: one output per (split, span).
-            return _PartitionFn(item[1], len(buckets), buckets, output_config.split_config) * len(spans) + item[0]
+        def output_index(item: tuple[int, Any]) -> tuple[int, bytes]:
+            # The split by TFX's own hash of the example (as CsvExampleGen splits it), then the span.
+            span, example = item
+            split = _PartitionFn(example, len(buckets), buckets, output_config.split_config)
+            return split * len(spans) + span, example.SerializeToString()
 
         with self._make_beam_pipeline() as pipeline:
+            # One shuffle for all outputs (TFX's WriteSplit shuffles each split before writing it).
             parts = (_tagged_examples(pipeline, files)
-                     | "SplitBySpan" >> beam.Partition(partition, len(split_names) * len(spans)))
+                     | "SplitAndSpan" >> beam.Map(output_index)
+                     | "Shuffle" >> beam.transforms.Reshuffle()
+                     | "Partition" >> beam.Partition(lambda item, n: item[0], len(split_names) * len(spans)))
             for i, (split, span) in enumerate((sp, sn) for sp in split_names for sn in spans):
+                prefix = posixpath.join(artifact_utils.get_split_uri([examples], split), span["prefix"])
                 _ = (parts[i] | f"Untag[{split}][{span['span']}]" >> beam.Values()
-                     | f"Write[{split}][{span['span']}]" >> _WriteShards(
-                         posixpath.join(artifact_utils.get_split_uri([examples], split), span["prefix"])))
+                     | f"Write[{split}][{span['span']}]" >> beam.io.WriteToTFRecord(prefix, file_name_suffix=".gz"))
 
         examples_utils.set_payload_format(examples, example_gen_pb2.FORMAT_TF_EXAMPLE)
         examples_utils.set_file_format(examples, write_split.to_file_format_str(example_gen_pb2.FORMAT_TFRECORDS_GZIP))
@@ -179,20 +184,6 @@ def _tagged_examples(pipeline: beam.Pipeline, files: list[tuple[int, str]]) -> b
         cells | beam.Values() | "InferColumnTypes" >> beam.CombineGlobally(
             csv_decoder.ColumnTypeInferrer(column_names, skip_blank_lines=True)))
     return cells | "ToTFExample" >> beam.ParDo(_TaggedToExample(), column_infos)
-
-
-class _WriteShards(beam.PTransform):
-    """TFX's WriteSplit with a file prefix of our own."""
-
-    def __init__(self, prefix: str):
-        super().__init__()
-        self._prefix = prefix
-
-    def expand(self, examples: beam.PCollection):
-        return (examples
-                | "MaybeSerialize" >> beam.ParDo(write_split.MaybeSerialize())
-                | "Shuffle" >> beam.transforms.Reshuffle()
-                | "Write" >> beam.io.WriteToTFRecord(self._prefix, file_name_suffix=".gz"))
 
 
 class SpanCsvExampleGen(CsvExampleGen):

@@ -131,11 +131,13 @@ class Executor(transform_executor.Executor):
             transform_executor.TransformProcessor = stock
         if store:
             store.publish(generation)
+            order = [span for span, _, _ in next(iter(span_datasets.values()))]
+            analyzed, cached = ([s for s in order if s in found] for found in (processor.analyzed, processor.cached))
             graph = artifact_utils.get_single_instance(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
-            graph.set_string_custom_property(ANALYZED_SPANS, ",".join(sorted(set(processor.analyzed))))
-            graph.set_string_custom_property(CACHED_SPANS, ",".join(sorted(set(processor.cached))))
-            log.info("Transform analyzed spans [%s]; from the analyzer cache: [%s]",
-                     ", ".join(sorted(set(processor.analyzed))), ", ".join(sorted(set(processor.cached))))
+            graph.set_string_custom_property(ANALYZED_SPANS, ",".join(analyzed))
+            graph.set_string_custom_property(CACHED_SPANS, ",".join(cached))
+            log.info("Transform analyzed spans [%s]; from the analyzer cache: [%s]", ", ".join(analyzed),
+                     ", ".join(cached))
 
 
 def _span_datasets(input_dict, custom_config: dict) -> dict[str, list[tuple[str, str, str]]]:

@@ -131,3 +131,22 @@ def test_a_generation_is_visible_only_once_published_and_old_ones_go(tmp_path):
 def test_a_broken_pointer_means_no_cache_not_a_failed_run(tmp_path):
     (tmp_path / analyzer_cache.LATEST).write_text("../../etc")
     assert analyzer_cache.GenerationStore(str(tmp_path)).latest() is None
+
+
+def test_a_span_without_training_rows_is_analyzed_as_empty(windows, tmp_path):
+    """A small span can hash every row into eval: its train files are empty, and the run still goes on."""
+    _, examples = windows
+    sparse = tmp_path / "examples"
+    shutil.copytree(examples["first"].uri, sparse)
+    prefix = span_example_gen.span_shards(examples["first"])[-1]["prefix"]
+    for shard in (sparse / "Split-train").glob(f"{prefix}*"):
+        with tf.io.TFRecordWriter(str(shard), options="GZIP"):
+            pass
+    copy = standard_artifacts.Examples()
+    copy.uri = str(sparse)
+    copy.split_names = examples["first"].split_names
+    for name, value in examples["first"].mlmd_artifact.custom_properties.items():
+        copy.mlmd_artifact.custom_properties[name].CopyFrom(value)
+    graph = _transform(copy, tmp_path / "t", tmp_path / "cache", _features())
+    assert _spans(graph, transform_component.ANALYZED_SPANS) == ["span-1", "span-2", "span-3"]
+    assert _transformed(graph, copy)

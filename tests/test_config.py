@@ -41,6 +41,13 @@ def test_cross_field_check():
         load_config(None, ["trainer.train_steps=10", "trainer.eval_every_steps=20"])
 
 
+def test_the_analyzer_cache_needs_spans():
+    with pytest.raises(ConfigError, match="analyzer_cache .*needs data.spans"):
+        load_config(None, ["data.analyzer_cache=true"])
+    config = load_config(None, ["data.analyzer_cache=true", "data.spans=window(2)"])
+    assert config.pipeline.analyzer_cache_root.startswith(config.pipeline.pipeline_root + "/")
+
+
 def test_missing_file_and_malformed_override():
     with pytest.raises(ConfigError, match="does not exist"):
         load_config("configs/nope.yaml")
