@@ -80,33 +80,43 @@ def windows(tmp_path_factory):
     return tmp, made
 
 
-def test_the_next_window_analyzes_only_its_new_span_and_transforms_as_without_a_cache(windows):
+@pytest.fixture(scope="module")
+def first_run(windows):
+    """Transform on the first window, filling a cache; each test copies that cache, so none sees another's."""
     tmp, examples = windows
-    cache = tmp / "cache"
-    first = _transform(examples["first"], tmp / "t-first", cache, _features())
-    assert _spans(first, transform_component.ANALYZED_SPANS) == ["span-1", "span-2", "span-3"]
-    assert _spans(first, transform_component.CACHED_SPANS) == []
+    graph = _transform(examples["first"], tmp / "t-first", tmp / "cache-first", _features())
+    assert _spans(graph, transform_component.ANALYZED_SPANS) == ["span-1", "span-2", "span-3"]
+    assert _spans(graph, transform_component.CACHED_SPANS) == []
+    return graph, tmp / "cache-first"
 
-    warm = _transform(examples["next"], tmp / "t-warm", cache, _features())
+
+def _cache_after_first_run(first_run, where: Path) -> Path:
+    shutil.copytree(first_run[1], where)
+    return where
+
+
+def test_the_next_window_analyzes_only_its_new_span_and_transforms_as_without_a_cache(windows, first_run, tmp_path):
+    _, examples = windows
+    warm = _transform(examples["next"], tmp_path / "t-warm", _cache_after_first_run(first_run, tmp_path / "cache"),
+                      _features())
     assert _spans(warm, transform_component.ANALYZED_SPANS) == ["span-4"]
     assert _spans(warm, transform_component.CACHED_SPANS) == ["span-2", "span-3"]
 
-    cold = _transform(examples["next"], tmp / "t-cold", tmp / "empty-cache", _features())
+    cold = _transform(examples["next"], tmp_path / "t-cold", tmp_path / "empty-cache", _features())
     assert _spans(cold, transform_component.ANALYZED_SPANS) == ["span-2", "span-3", "span-4"]
     a, b = _transformed(warm, examples["next"]), _transformed(cold, examples["next"])
     assert a.keys() == b.keys()
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     # And the cache did matter: the first window's statistics differ from the next one's.
-    c = _transformed(first, examples["next"])
+    c = _transformed(first_run[0], examples["next"])
     assert any(not np.array_equal(a[k], c[k]) for k in a)
 
 
-def test_an_edited_features_section_is_not_served_from_the_cache(windows):
-    tmp, examples = windows
-    cache = tmp / "cache-edited"
-    _transform(examples["first"], tmp / "e-first", cache, _features())
-    edited = _transform(examples["next"], tmp / "e-next", cache, _features(ignore=("body_mass_g",)))
+def test_an_edited_features_section_is_not_served_from_the_cache(windows, first_run, tmp_path):
+    _, examples = windows
+    edited = _transform(examples["next"], tmp_path / "t", _cache_after_first_run(first_run, tmp_path / "cache"),
+                        _features(ignore=("body_mass_g",)))
     assert _spans(edited, transform_component.ANALYZED_SPANS) == ["span-2", "span-3", "span-4"]
     assert _spans(edited, transform_component.CACHED_SPANS) == []
 
