@@ -97,8 +97,8 @@ class DataSection(Section):
     skip_when_no_new_span: bool = True
     # With spans: Transform keeps each span's analysis (means, vocabularies, ...) under
     # <pipeline root>/analyzer_cache and a run analyzes only the spans no earlier run did
-    # (components/transform.py). Off by default: on the sizes measured so far its fixed
-    # cost is larger than what it saves (docs/retraining.md, `make bench`).
+    # (components/transform.py). Off by default: it pays only from about a million rows
+    # per span (docs/retraining.md, `make bench` part 5).
     analyzer_cache: bool = False
 
     @field_validator("spans")
