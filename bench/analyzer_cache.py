@@ -11,15 +11,12 @@ whole run's.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from bench.data_generator import write_dataset
-from bench.measure import run_measured
-from bench.side_by_side import ENV, check, components, our_command
-from pipeline.config import REPO_ROOT, load_config
+from bench.side_by_side import CONFIG_FILE, measure_ours
+from pipeline.config import load_config
 
-CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
 WINDOW = 3
 SIDES = {"cache": ["data.analyzer_cache=true"], "no_cache": ["data.analyzer_cache=false"]}
 
@@ -41,17 +38,12 @@ def bench_analyzer_cache(work: Path, rows: int, beam: list[str]) -> dict:
 
 def _run(work: Path, side: str, which: str, overrides: list[str]) -> dict:
     root = work / f"cache-bench-{side}"
-    config = load_config(CONFIG_FILE, [f"pipeline.root={root}", *overrides])
     print(f"  {which} run, {side.replace('_', ' ')} ...", flush=True)
-    measured = run_measured(our_command(str(root), overrides), str(work / f"cache-{side}-{which}.log"), env=ENV,
-                            cwd=REPO_ROOT)
-    check(measured, f"the {which} run ({side})")
-    result = components(measured, config.pipeline.metadata_path, config.pipeline.name)
-    result["analyzed_spans"], result["cached_spans"] = _transform_spans(config)
+    result = measure_ours(root, str(work / f"cache-{side}-{which}.log"), f"the {which} run ({side})", overrides)
+    result["analyzed_spans"], result["cached_spans"] = _transform_spans(
+        load_config(CONFIG_FILE, [f"pipeline.root={root}", *overrides]))
     print(f"    {result['wall_seconds']:.1f}s, Transform {result['components']['Transform']['seconds']:.1f}s, "
           f"analyzed [{result['analyzed_spans']}], from the cache [{result['cached_spans']}]", flush=True)
-    if which == "next" and side == "no_cache":
-        shutil.rmtree(root, ignore_errors=True)
     return result
 
 

@@ -125,7 +125,7 @@ class Executor(BaseExampleGenExecutor):
             raise SpanLayoutError("the span ExampleGen takes one input split and hash-splits it "
                                   f"(got input {input_config}, output {output_config})")
         spans = _spans_of_snapshot(input_base, exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY])
-        files = _files_by_span(input_base, input_config.splits[0].pattern, [s["span"] for s in spans])
+        column_names, files = _files_by_span(input_base, input_config.splits[0].pattern, [s["span"] for s in spans])
         split_names = example_gen_utils.generate_output_split_names(input_config, output_config)
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
         examples.split_names = artifact_utils.encode_split_names(split_names)
@@ -142,7 +142,7 @@ class Executor(BaseExampleGenExecutor):
 
         with self._make_beam_pipeline() as pipeline:
             # One shuffle for all outputs (TFX's WriteSplit shuffles each split before writing it).
-            parts = (_tagged_examples(pipeline, files)
+            parts = (_tagged_examples(pipeline, column_names, files)
                      | "SplitAndSpan" >> beam.Map(output_index)
                      | "Shuffle" >> beam.transforms.Reshuffle()
                      | "Partition" >> beam.Partition(lambda item, n: item[0], len(split_names) * len(spans)))
@@ -156,7 +156,8 @@ class Executor(BaseExampleGenExecutor):
         examples.set_string_custom_property(SPAN_SHARDS, json.dumps(spans))
 
 
-def _files_by_span(input_base: str, pattern: str, spans: list[str]) -> list[tuple[int, str]]:
+def _files_by_span(input_base: str, pattern: str, spans: list[str]) -> tuple[list[str], list[tuple[int, str]]]:
+    """The CSV header all files share, and (span index, path) per file."""
     found = sorted(fileio.glob(posixpath.join(input_base, pattern)))
     if not found:
         raise SpanLayoutError(f"split pattern {pattern} matches no files under {input_base}")
@@ -169,12 +170,12 @@ def _files_by_span(input_base: str, pattern: str, spans: list[str]) -> list[tupl
         if io_utils.load_csv_column_names(path) != header:
             raise SpanLayoutError(f"{path} has a different header from {found[0]}")
         result.append((spans.index(span), path))
-    return result
+    return header, result
 
 
-def _tagged_examples(pipeline: beam.Pipeline, files: list[tuple[int, str]]) -> beam.PCollection:
+def _tagged_examples(pipeline: beam.Pipeline, column_names: list[str], files: list[tuple[int, str]]
+                     ) -> beam.PCollection:
     """(span index, tf.Example) for every CSV record, parsed and typed as TFX's CsvExampleGen does."""
-    column_names = io_utils.load_csv_column_names(files[0][1])
     cells = (pipeline
              | "CreateFilenames" >> beam.Create(files)
              | "ReadFromText" >> beam.ParDo(_ReadTaggedCsvRecords())

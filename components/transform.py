@@ -51,17 +51,15 @@ log = logging.getLogger(__name__)
 
 
 class _Processor(transform_executor.TransformProcessor):
-    # Set per run by Executor.Do on a subclass (TFX instantiates the class itself, without arguments):
-    # the analyzed split's whole pattern -> (span, pattern of its files, content key) per span,
-    # and the spans analyzed / served from the cache, filled in as the run goes.
+    # Set per run by _bound (TFX instantiates the class itself, without arguments): the analyzed
+    # split's whole pattern -> (span, pattern of its files, content key) per span, the two lookups
+    # derived from it, and the spans analyzed / served from the cache, filled in as the run goes.
     span_datasets: dict[str, list[tuple[str, str, str]]] = {}
+    key_of_pattern: dict[str, str] = {}
+    span_of_key: dict[str, str] = {}
     analyzed: list[str] = []
     cached: list[str] = []
     disable_statistics = False
-
-    @property
-    def _span_of_key(self) -> dict[str, str]:
-        return {tft_cache.DatasetKey(key).key: span for parts in self.span_datasets.values() for span, _, key in parts}
 
     def _GetDesiredBatchSize(self, data_format: int, schema: schema_pb2.Schema) -> Optional[int]:
         return super()._GetDesiredBatchSize(data_format, schema) or ANALYZER_BATCH_SIZE
@@ -81,10 +79,9 @@ class _Processor(transform_executor.TransformProcessor):
 
     def _MakeDatasetList(self, file_patterns, *args, **kwargs):
         datasets = super()._MakeDatasetList(file_patterns, *args, **kwargs)
-        keys = {pattern: key for parts in self.span_datasets.values() for _, pattern, key in parts}
         for dataset in datasets:
-            if dataset.file_pattern in keys:
-                dataset.dataset_key = tft_cache.DatasetKey(keys[dataset.file_pattern])
+            if dataset.file_pattern in self.key_of_pattern:
+                dataset.dataset_key = tft_cache.DatasetKey(self.key_of_pattern[dataset.file_pattern])
         datasets.sort(key=lambda d: d.dataset_key)
         for index, dataset in enumerate(datasets):
             dataset.index = index
@@ -92,10 +89,9 @@ class _Processor(transform_executor.TransformProcessor):
 
     def _JoinUncachedDatasets(self, analyze_data_list, optimized_analyze_data_dict, *args, **kwargs):
         # TFX marks a dataset whose every analyzer result is in the cache with None: it is not analyzed.
-        span_of_key = self._span_of_key
         for key, dataset in optimized_analyze_data_dict.items():
-            if key.key in span_of_key:
-                (self.cached if dataset is None else self.analyzed).append(span_of_key[key.key])
+            if key.key in self.span_of_key:
+                (self.cached if dataset is None else self.analyzed).append(self.span_of_key[key.key])
         analyze_data_list, optimized_analyze_data_dict = super()._JoinUncachedDatasets(
             analyze_data_list, optimized_analyze_data_dict, *args, **kwargs)
         # TFX still reads such a dataset when it also materializes, and drops the rows unread by anything.
@@ -118,8 +114,7 @@ class Executor(transform_executor.Executor):
             if latest:
                 input_dict[standard_component_specs.ANALYZER_CACHE_KEY] = [_cache_artifact(latest)]
             output_dict[standard_component_specs.UPDATED_ANALYZER_CACHE_KEY] = [_cache_artifact(generation)]
-        processor = type("_ProcessorOfThisRun", (_Processor,),
-                         {"span_datasets": span_datasets, "analyzed": [], "cached": []})
+        processor = _bound(span_datasets)
         # TFX's Do instantiates the module-level TransformProcessor by name and
         # offers no hook for it, so swap in ours for the length of this call.
         # Executors run one at a time per process, so nothing else sees the swap.
@@ -159,6 +154,15 @@ def _span_datasets(input_dict, custom_config: dict) -> dict[str, list[tuple[str,
                                                      + features.encode()).hexdigest()[:24])
             for s in shards]
     return result
+
+
+def _bound(span_datasets: dict[str, list[tuple[str, str, str]]]) -> type:
+    parts = [part for spans in span_datasets.values() for part in spans]
+    return type("_ProcessorOfThisRun", (_Processor,), {
+        "span_datasets": span_datasets, "analyzed": [], "cached": [],
+        "key_of_pattern": {pattern: key for _, pattern, key in parts},
+        # As tf.Transform spells the key once it is a DatasetKey.
+        "span_of_key": {tft_cache.DatasetKey(key).key: span for span, _, key in parts}})
 
 
 def _cache_artifact(uri: str) -> types.Artifact:
