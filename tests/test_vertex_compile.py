@@ -272,17 +272,49 @@ def test_compile_rejects_a_config_without_vertex(capsys):
     assert "compile needs a vertex section" in capsys.readouterr().err
 
 
-def test_with_spans_every_task_after_the_snapshot_is_conditional_on_its_new_span_property():
-    """data.skip_when_no_new_span on Vertex (pipeline/dag/conditions.py): the condition reads the Snapshot's
-    DatasetSnapshot, wired in as an input; without spans no task is conditional (no extra input, no cache misses)."""
-    tasks = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
-    conditional = {n for n, t in tasks.items() if t.get("triggerPolicy", {}).get("condition")}
-    resolvers = {n for n in tasks if "resolver" in n}
-    assert conditional == set(tasks) - {"Snapshot"} - resolvers and len(conditional) >= 9
-    for name in conditional:
-        key, = re.fullmatch(r"\(inputs\.artifacts\['([^']+)'\]\.artifacts\[0\]\.metadata\['new_span'\] == 1\.0\)",
-                            tasks[name]["triggerPolicy"]["condition"]).groups()
-        assert tasks[name]["inputs"]["artifacts"][key]["taskOutputArtifact"] == {
-            "producerTask": "Snapshot", "outputArtifactKey": "snapshot"}, name
+def test_with_spans_everything_after_the_snapshot_is_one_task_conditional_on_its_new_span_property():
+    """data.skip_when_no_new_span on Vertex (pipeline/dag/conditions.py): TFX writes the condition on every task
+    after the Snapshot; compile regroups them into one sub-DAG task that carries it, as the KFP SDK compiles
+    dsl.If (pipeline/vertex/condition_group.py). Without spans no task is conditional (no extra input)."""
+    from pipeline.vertex.condition_group import GROUP_COMPONENT, GROUP_TASK, channel
+
+    spec = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]
+    root = spec["root"]["dag"]["tasks"]
+    assert set(root) == {"Snapshot", GROUP_TASK}
+    group = root[GROUP_TASK]
+    key, = re.fullmatch(r"\(inputs\.artifacts\['([^']+)'\]\.artifacts\[0\]\.metadata\['new_span'\] == 1\.0\)",
+                        group["triggerPolicy"]["condition"]).groups()
+    assert key == channel("Snapshot", "snapshot")
+    assert group["inputs"]["artifacts"][key]["taskOutputArtifact"] == {"producerTask": "Snapshot",
+                                                                       "outputArtifactKey": "snapshot"}
+    assert group["dependentTasks"] == ["Snapshot"] and group["componentRef"]["name"] == GROUP_COMPONENT
+    children = spec["components"][GROUP_COMPONENT]["dag"]["tasks"]
+    assert len(children) >= 9 and not [n for n, t in children.items() if "triggerPolicy" in t]
+    for name, child in children.items():
+        assert "Snapshot" not in child.get("dependentTasks", []), name
+        for source in child.get("inputs", {}).get("artifacts", {}).values():
+            assert source.get("taskOutputArtifact", {}).get("producerTask") != "Snapshot", name
     flat = json.loads(compiled_template().read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
     assert not [n for n, t in flat.items() if "triggerPolicy" in t]
+
+
+def _conditioned(condition: str) -> dict:
+    return {"componentRef": {"name": "c"}, "triggerPolicy": {"condition": condition},
+            "inputs": {"artifacts": {"s": {"taskOutputArtifact": {"producerTask": "A", "outputArtifactKey": "o"}}}}}
+
+
+@pytest.mark.parametrize("tasks, error", [
+    ({"A": {"componentRef": {"name": "c"}}, "B": _conditioned("inputs.artifacts['s'].artifacts[0].uri == 'x'"),
+      "C": _conditioned("inputs.artifacts['s'].artifacts[0].uri == 'y'")}, "differ in their condition"),
+    ({"A": {"componentRef": {"name": "c"}}, "B": _conditioned("inputs.artifacts['s'].artifacts[0].uri == 'x'"),
+      "D": {"componentRef": {"name": "c"},
+            "inputs": {"artifacts": {"m": {"taskOutputArtifact": {"producerTask": "B", "outputArtifactKey": "o"}}}}}},
+     "tasks.D: reads B's output from inside the condition group"),
+])
+def test_conditions_that_do_not_fit_one_group_are_refused_naming_the_task(tasks, error):
+    from pipeline.vertex.condition_group import ConditionGroupError, group_conditions
+
+    spec = {"root": {"dag": {"tasks": tasks}},
+            "components": {"c": {"executorLabel": "e", "outputDefinitions": {"artifacts": {"o": {}}}}}}
+    with pytest.raises(ConditionGroupError, match=error):
+        group_conditions(spec)

@@ -5,7 +5,10 @@ by import path (the code is in the image), so nothing is uploaded and no
 cloud API is called. It supports the LatestBlessedModelStrategy resolver we
 use; InfraValidator and other resolver strategies would fail here.
 
-TFX gives every task the same caching option; the spec written here has each
+TFX writes a `Cond` as the same trigger condition on every task in it; the
+spec written here has those tasks in one sub-DAG task that carries the
+condition, the form the KFP SDK compiles `dsl.If` into (condition_group.py
+says why). TFX gives every task the same caching option; the spec written here has each
 task's option set by pipeline/vertex/cache_rule.py instead (tasks that read
 mutable state never cached), and submit and schedule send it unchanged.
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
-from pipeline.vertex import cache_rule
+from pipeline.vertex import cache_rule, condition_group
 
 DEFAULT_OUTPUT = "output/vertex/pipeline.json"
 
@@ -41,6 +44,7 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
         output_dir=str(out.parent), output_filename=out.name)
     runner.run(create_pipeline(config), write_out=True)
     job = json.loads(out.read_text())
+    condition_group.group_conditions(job["pipelineSpec"])
     cache_rule.apply(job["pipelineSpec"], config.pipeline.enable_cache)
     out.write_text(json.dumps(job, sort_keys=True))
     return out
