@@ -2,8 +2,8 @@
 
 A tiny two-task PipelineJob (plain `python -c` containers) goes through the
 whole dry run to show Vertex's cache rule across runs; the Vertex emulator
-answers the real TFX training client in its own process; broken versions of
-the compiled spec fail with errors naming the task and the field.
+answers the real TFX training client in its own process. The spec rules are
+tested in test_dryrun_rules.py, conditions in test_dryrun_conditions.py.
 """
 
 from __future__ import annotations
@@ -17,79 +17,17 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
-from pipeline.vertex.dryrun import artifacts, invocation, workers
-from pipeline.vertex.dryrun.spec import SpecError, producer
-from tests.vertex_support import compiled_template, vertex_config
-
-# -- resolver queries -----------------------------------------------------------
-
-BLESSED = 'schema_title="tfx.ModelBlessing" AND state=LIVE AND metadata.blessed.number_value=1'
-
-
-def _index(tmp_path, *records, pipeline="pipe"):
-    index = artifacts.ArtifactIndex(tmp_path / "artifacts.json", "projects/p/locations/r/metadataStores/default")
-    for title, metadata in records:
-        index.add({"out": [{"name": index.new_name(), "uri": f"gs://b/{title}", "metadata": metadata,
-                            "type": {"schemaTitle": title}}]}, pipeline, "job", "task")
-    return index
-
-
-def test_blessing_query_finds_the_latest_blessed_only(tmp_path):
-    index = _index(tmp_path, ("tfx.ModelBlessing", {"blessed": 1.0}), ("tfx.ModelBlessing", {"blessed": 1.0}),
-                   ("tfx.ModelBlessing", {"blessed": 0.0}), ("tfx.Model", {}))
-    assert index.latest(BLESSED, "pipe")["name"].endswith("/artifacts/2")
-    assert index.latest(BLESSED, "another-pipeline") is None
-    assert index.latest('schema_title="tfx.Model" AND state=LIVE AND name="projects/p/locations/r/'
-                        'metadataStores/default/artifacts/4"', "pipe")["uri"] == "gs://b/tfx.Model"
-
-
-@pytest.mark.parametrize("query", ['schema_title="tfx.Model" OR state=LIVE', "metadata.blessed.number_value>1",
-                                   "create_time > 5", 'schema_title="tfx.Model" AND'])
-def test_filters_outside_tfx_grammar_are_refused(tmp_path, query):
-    with pytest.raises(ValueError, match="not in the filter grammar"):
-        _index(tmp_path).latest(query, "pipe")
-
-
-def test_latest_blessed_model_is_resolved_through_the_blessings_current_model_id(tmp_path):
-    """The two resolver tasks TFX compiles for LatestBlessedModelStrategy, run against an index."""
-    from pipeline.vertex.dryrun.spec import read_tasks
-
-    spec = json.loads(compiled_template().read_text())["pipelineSpec"]
-    tasks = {t.name: t for t in read_tasks(spec, []) if "resolver" in t.executor}
-    blessing_task = tasks["latest_blessed_model_resolver-model-blessing-resolver"]
-    model_task = tasks["latest_blessed_model_resolver-model-resolver"]
-    pipeline = spec["pipelineInfo"]["name"]
-    index = _index(tmp_path, pipeline=pipeline)
-    none, _ = artifacts.resolve(blessing_task, {}, index, pipeline)
-    first_run, lines = artifacts.resolve(model_task, {"input": none["model_blessing"]}, index, pipeline)
-    assert none == {"model_blessing": []} and first_run == {"model": []} and "nothing found" in lines[0]
-
-    index = _index(tmp_path, ("tfx.Model", {}), ("tfx.Model", {}), pipeline=pipeline)
-    older, newer = index.artifacts
-    index.add({"blessing": [{"name": index.new_name(), "uri": "gs://b/blessing", "type": {"schemaTitle":
-               "tfx.ModelBlessing"}, "metadata": {"blessed": 1.0, "current_model_id": older["name"]}}]},
-              pipeline, "job", "Evaluator")
-    blessing, _ = artifacts.resolve(blessing_task, {}, index, pipeline)
-    model, _ = artifacts.resolve(model_task, {"input": blessing["model_blessing"]}, index, pipeline)
-    assert [a["name"] for a in model["model"]] == [older["name"]]  # the blessed one, not the newest
-
+from pipeline.vertex.dryrun import launcher, workers
+from tests.vertex_support import vertex_config
 
 # -- spec pieces ----------------------------------------------------------------
 
 def test_beam_args_of_the_entrypoint_are_kept_and_dataflow_ones_replaced():
     args = ["--executor_class_path", "a.B", "--json_serialized_invocation_args", "{{$}}", "--runner=DataflowRunner",
             "--project=p", "--no_use_public_ips"]
-    assert invocation.uses_dataflow(args)
-    assert invocation.replace_dataflow_args(args, ["--runner=Local"]) == [*args[:4], "--runner=Local"]
-    assert invocation.replace_dataflow_args(args[:4], ["--runner=Local"]) == args[:4]
-
-
-def test_producer_task_suffix_is_accepted_loudly_and_unknown_producers_fail():
-    notes = []
-    assert producer("Snapshot_task", {"Snapshot"}, "field.producerTask", notes) == "Snapshot"
-    assert "WARNING field.producerTask" in notes[0] and "unverified" in notes[0]
-    with pytest.raises(SpecError, match="field.producerTask: 'Nope' is not a task"):
-        producer("Nope", {"Snapshot"}, "field.producerTask", [])
+    assert launcher.uses_dataflow(args)
+    assert launcher.replace_dataflow_args(args, ["--runner=Local"]) == [*args[:4], "--runner=Local"]
+    assert launcher.replace_dataflow_args(args[:4], ["--runner=Local"]) == args[:4]
 
 
 # -- the whole dry run on a tiny job ----------------------------------------------
@@ -237,43 +175,7 @@ def test_calls_other_than_the_jobservice_are_refused_loudly(tmp_path):
     assert "EndpointService/GetEndpoint is not emulated" in emulator.errors[0]
 
 
-# -- broken specs ---------------------------------------------------------------------
-
-def _broken(tmp_path, change) -> Path:
-    spec = json.loads(compiled_template().read_text())
-    change(spec["pipelineSpec"])
-    path = tmp_path / "broken.json"
-    path.write_text(json.dumps(spec))
-    return path
-
-
-def test_an_executor_class_that_does_not_import_is_named_before_anything_runs(tmp_path):
-    from pipeline.vertex.dryrun.run import dry_run
-
-    def change(spec):
-        args = spec["deploymentSpec"]["executors"]["Transform_executor"]["container"]["args"]
-        args[args.index("--executor_class_path") + 1] = "components.transform.NoSuchExecutor"
-    out = io.StringIO()
-    with pytest.raises(SpecError) as e:
-        dry_run(vertex_config(), tmp_path / "dry", stream=out, template=_broken(tmp_path, change))
-    assert str(e.value).startswith("task Transform: pipelineSpec.deploymentSpec.executors.Transform_executor."
-                                   "container.args[1] (--executor_class_path): 'components.transform.NoSuchExecutor'")
-    assert "> " not in out.getvalue()  # no task started
-
-
-def test_an_unresolvable_placeholder_is_named_with_its_task(tmp_path):
-    from pipeline.vertex.dryrun.run import dry_run
-
-    def change(spec):
-        args = spec["deploymentSpec"]["executors"]["ImportSchemaGen_executor"]["container"]["args"]
-        args.append("--schema={{$.inputs.parameters['no_such_input']}}")
-    with pytest.raises(SpecError) as e:
-        dry_run(vertex_config(), tmp_path / "dry", stream=io.StringIO(), template=_broken(tmp_path, change))
-    message = str(e.value)
-    assert message.startswith("task ImportSchemaGen: pipelineSpec.deploymentSpec.executors.ImportSchemaGen_executor."
-                              "container.args[")
-    assert "{{$.inputs.parameters['no_such_input']}} does not resolve" in message
-
+# -- config -------------------------------------------------------------------------
 
 def test_dryrun_needs_a_vertex_section(tmp_path):
     from pipeline.errors import ConfigError

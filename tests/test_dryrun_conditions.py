@@ -1,5 +1,6 @@
-"""No new span on Vertex: the compiled tasks' trigger conditions, evaluated as the KFP driver does
-(pipeline/vertex/dryrun/condition.py), skip everything after the Snapshot, and run it when there is a new span."""
+"""No new span on Vertex: the compiled spec's one condition task (pipeline/vertex/condition_group.py),
+evaluated as the KFP driver does (pipeline/vertex/dryrun/condition.py), skips everything after the Snapshot,
+and runs it when there is a new span."""
 
 from __future__ import annotations
 
@@ -10,76 +11,87 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.vertex.dryrun import condition
-from pipeline.vertex.dryrun.spec import SpecError, read_tasks
+from pipeline.vertex.condition_group import GROUP_TASK, channel
+from pipeline.vertex.dryrun import condition, spec
+from pipeline.vertex.dryrun.spec import SpecError
 from tests.vertex_support import compiled_template
 
 SPANS = "data.spans=window(2)"
+SNAPSHOT_INPUT = channel("Snapshot", "snapshot")
 
 
 @pytest.fixture(scope="module")
-def tasks():
-    spec = json.loads(compiled_template(SPANS).read_text())["pipelineSpec"]
-    return {t.name: t for t in read_tasks(spec, [])}
+def pipeline():
+    return spec.read(json.loads(compiled_template(SPANS).read_text())["pipelineSpec"])
 
 
-def _input(task, new_span=None, **metadata) -> dict:
-    """The ExecutorInput the driver builds for `task`: the Snapshot's artifact wherever the task reads it."""
+def _input(new_span=None, **metadata) -> dict:
+    """The ExecutorInput the DAG driver builds for the condition task: the Snapshot's artifact."""
     if new_span is not None:
         metadata["new_span"] = new_span
     artifact = {"name": "a1", "uri": "gs://b/Snapshot/snapshot", "metadata": metadata}
-    return {"inputs": {"artifacts": {key: {"artifacts": [artifact]}
-                                     for key, source in task.spec["inputs"]["artifacts"].items()
-                                     if source["taskOutputArtifact"]["producerTask"] == "Snapshot"}}}
+    return {"inputs": {"artifacts": {SNAPSHOT_INPUT: {"artifacts": [artifact]}}}}
 
 
-def test_every_task_after_the_snapshot_runs_only_on_a_new_span(tasks):
-    containers = [t for t in tasks.values() if "resolver" not in t.executor and t.name != "Snapshot"]
-    assert len(containers) >= 9
-    for task in containers:
-        assert condition.holds(task, _input(task, 1.0)) is True, task.name
-        assert condition.holds(task, _input(task, 0.0)) is False, task.name
-        # Struct numbers arrive as doubles; an int still compares numerically, as in cel-go.
-        assert condition.holds(task, _input(task, 1)) is True, task.name
-    assert condition.condition(tasks["Snapshot"]) == ""
-    # Resolvers are compiled without a condition (step_builder.py); they only query metadata.
-    assert all(condition.condition(t) == "" for t in tasks.values() if "resolver" in t.executor)
+def _holds(text: str, executor_input: dict) -> bool:
+    return condition.evaluate(condition.parse(text, "field"), executor_input, "field")
 
 
-def test_a_snapshot_without_the_property_fails_the_task_as_the_driver_would(tasks):
+def test_everything_after_the_snapshot_is_one_condition_task_as_the_kfp_sdk_compiles_dsl_if(pipeline):
+    assert set(pipeline.root.tasks) == {"Snapshot", GROUP_TASK}
+    group = pipeline.root.tasks[GROUP_TASK]
+    assert group.kind == "dag" and group.upstream == ("Snapshot",)
+    inner = pipeline.sub_dag(group)
+    assert len(inner.tasks) >= 10 and {"CsvExampleGen", "Trainer", "Pusher"} <= set(inner.tasks)
+    # The children carry no condition and read the Snapshot through the group's input.
+    assert not [t.name for t in inner.tasks.values() if t.condition]
+    assert all("Snapshot" not in t.upstream for t in inner.tasks.values())
+    assert _holds(group.condition, _input(1.0)) is True
+    assert _holds(group.condition, _input(0.0)) is False
+    # Struct numbers arrive as doubles; an int still compares numerically, as in cel-go.
+    assert _holds(group.condition, _input(1)) is True
+
+
+def test_a_snapshot_without_the_property_fails_the_condition_as_the_driver_would(pipeline):
     with pytest.raises(condition.ConditionError, match="new_span.*no such key"):
-        condition.holds(tasks["Trainer"], _input(tasks["Trainer"], rows=3.0))
+        _holds(pipeline.root.tasks[GROUP_TASK].condition, _input(rows=3.0))
 
 
-def _task_with(tasks, text: str):
-    trainer = tasks["Trainer"]
-    return type(trainer)(trainer.name, {**trainer.spec, "triggerPolicy": {"condition": text}}, trainer.component,
-                         trainer.executor_label, trainer.executor, trainer.upstream)
+NEW_SPAN = f"inputs.artifacts['{SNAPSHOT_INPUT}'].artifacts[0].metadata['new_span']"
+MISSING = f"inputs.artifacts['{SNAPSHOT_INPUT}'].artifacts[0].metadata['missing']"
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("!(inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span'] == 1.0)", False),
-    ("((inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span'] > 0.5) && "
-     "(inputs.artifacts['_Snapshot.snapshot'].artifacts[0].uri == 'gs://b/Snapshot/snapshot'))", True),
-    ("((inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span'] < 0.5) || "
-     "(inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span'] == 'yes'))", False),
+    (f"!({NEW_SPAN} == 1.0)", False),
+    (f"(({NEW_SPAN} > 0.5) && (inputs.artifacts['{SNAPSHOT_INPUT}'].artifacts[0].uri == 'gs://b/Snapshot/snapshot'))",
+     True),
+    (f"(({NEW_SPAN} < 0.5) || ({NEW_SPAN} == 'yes'))", False),
+    # CEL's && and || absorb an error when the other side decides, whichever side errs.
+    (f"({MISSING} == 1.0) || ({NEW_SPAN} == 1.0)", True),
+    (f"({NEW_SPAN} == 0.0) && ({MISSING} == 1.0)", False),
+    (f"({MISSING} == 1.0) && ({NEW_SPAN} == 0.0)", False),
 ])
-def test_the_cel_tfx_writes(tasks, text, expected):
-    task = _task_with(tasks, text)
-    assert condition.holds(task, _input(task, 1.0)) is expected
+def test_the_cel_tfx_writes(text, expected):
+    assert _holds(text, _input(1.0)) is expected
 
 
-@pytest.mark.parametrize("text, error", [
-    ("inputs.artifacts['_Snapshot.snapshot'].artifacts[1].metadata['new_span'] == 1.0", condition.ConditionError),
-    ("inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span'] < 'a'", condition.ConditionError),
-    ("inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span']", condition.ConditionError),
-    ("size(inputs.artifacts) > 0", SpecError),
-    ("inputs.artifacts['_Snapshot.snapshot'].artifacts[0].metadata['new_span'] in [1.0]", SpecError),
+@pytest.mark.parametrize("text", [
+    f"inputs.artifacts['{SNAPSHOT_INPUT}'].artifacts[1].metadata['new_span'] == 1.0",
+    f"{NEW_SPAN} < 'a'",
+    NEW_SPAN,
+    f"({MISSING} == 1.0) && ({NEW_SPAN} == 1.0)",
+    f"({MISSING} == 1.0) || ({NEW_SPAN} == 0.0)",
 ])
-def test_what_is_not_the_cel_tfx_writes_is_refused_or_fails(tasks, text, error):
-    task = _task_with(tasks, text)
-    with pytest.raises(error):
-        condition.holds(task, _input(task, 1.0))
+def test_a_condition_that_errs_fails_the_task(text):
+    with pytest.raises(condition.ConditionError):
+        _holds(text, _input(1.0))
+
+
+@pytest.mark.parametrize("text", ["size(inputs.artifacts) > 0", f"{NEW_SPAN} in [1.0]", f"{NEW_SPAN} ==",
+                                  "inputs.artifacts[1.5] == 1"])
+def test_what_is_not_the_cel_tfx_writes_is_refused_when_parsed_before_anything_runs(text):
+    with pytest.raises(SpecError, match="field: CEL"):
+        condition.parse(text, "field")
 
 
 def _two_spans_in_the_bucket(tmp_path, rows: int, overrides: list[str] = ()):
@@ -116,14 +128,11 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     before = tree_hashes(Path(serving))
 
     out = io.StringIO()
-    run = dry_run(config, tmp_path, stream=out).runs[0]
-    states = {t.name: t.state for t in run.tasks}
-    assert states.pop("Snapshot") == "ran", out.getvalue()
-    assert {n: s for n, s in states.items() if "resolver" not in n} == dict.fromkeys(
-        [n for n in states if "resolver" not in n], "skipped"), out.getvalue()
-    # Tasks whose upstream is the Snapshot alone are skipped by their condition, the rest after a skipped upstream.
-    assert "CsvExampleGen skipped: its triggerPolicy.condition is false" in out.getvalue()
-    assert "Trainer not started: it needs" in out.getvalue()
+    run = dry_run(config, tmp_path, stream=out).runs[0]  # raises if the run does not end succeeded
+    # The DAG driver evaluates the group's condition; none of its tasks is created (driver/dag.go, argocompiler).
+    assert [(t.name, t.state) for t in run.tasks] == [("Snapshot", "ran"), (GROUP_TASK, "not triggered")], \
+        out.getvalue()
+    assert f"{GROUP_TASK} not triggered: its triggerPolicy.condition is false" in out.getvalue()
     assert run.summary.nothing_new and "version 1" in run.summary.nothing_new and "span-2" in run.summary.nothing_new
     assert not run.custom_jobs
     [report] = tmp_path.rglob("report.html")
@@ -154,7 +163,7 @@ def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_pa
     assert graph["analyzed_spans"] == "span-1,span-2", graph
     assert (Path(bucket.local(config.pipeline.analyzer_cache_root)) / "LATEST").is_file()
 
-    states = {t.name: t.state for t in second.tasks if "resolver" not in t.name}
-    assert states.pop("Snapshot") == "ran" and set(states.values()) == {"skipped"}, out.getvalue()
+    assert [(t.name, t.state) for t in second.tasks] == [("Snapshot", "ran"), (GROUP_TASK, "not triggered")], \
+        out.getvalue()
     assert second.summary.nothing_new and "span-2" in second.summary.nothing_new
     assert second.summary.pushed_version is None

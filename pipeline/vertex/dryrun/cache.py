@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from pipeline.vertex.cache_rule import cache_key, fingerprint
-from pipeline.vertex.dryrun.invocation import TaskOutputs
+from pipeline.vertex.dryrun.driver import TaskOutputs
 from pipeline.vertex.dryrun.spec import Task
 
 

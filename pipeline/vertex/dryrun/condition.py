@@ -1,154 +1,153 @@
-"""A task's `triggerPolicy.condition`, evaluated as the Vertex/KFP driver evaluates it before the task.
+"""A task's `triggerPolicy.condition`: parsed up front, evaluated as the KFP driver evaluates it.
 
-Source (kubeflow/pipelines at commit 7b70c7b, Aug 2026, the open-source
-backend Vertex Pipelines shares its pipeline spec with):
-- backend/src/v2/driver/container.go, `Container`: the driver resolves the
-  task's inputs into an ExecutorInput, then, when
-  `Task.GetTriggerPolicy().GetCondition()` is set, evaluates it with
+Source (kubeflow/pipelines at commit 7b70c7b, Aug 2026; Vertex Pipelines runs
+the same pipeline spec):
+- backend/src/v2/driver/container.go, `Container`, and driver/dag.go, `DAG`:
+  the driver first resolves the task's inputs into an ExecutorInput
+  (`resolveInputs`; an input that can't be resolved fails the driver), then,
+  when `Task.GetTriggerPolicy().GetCondition()` is set, evaluates it with
   `expr.Condition(executorInput, condition)`; an evaluation error fails the
-  driver (so the task), false means the task does not run.
-- backend/src/v2/expression/expression.go, `Condition`: a CEL program over the
-  ExecutorInput's fields (`inputs` is ExecutorInput.inputs), cel-go v0.30
-  (go.mod); a non-bool result is an error.
-- backend/src/v2/compiler/argocompiler/container.go, `containerExecutorTask`:
-  the executor runs `when: <condition output> != false`, so a false condition
-  leaves the task Skipped; dag.go, `depends`: every task waits on
-  `<upstream>.Succeeded`, so a task after a skipped one does not run either.
+  driver, false records the execution NotTriggered (CANCELED in MLMD,
+  metadata/client.go) and the executor is not started.
+- backend/src/v2/expression/expression.go, `New` and `Condition`: CEL
+  (cel-go) over the ExecutorInput proto's fields, so `inputs.artifacts`,
+  `inputs.parameter_values`; the expression is compiled before it is run (a
+  syntax error fails the driver) and a non-bool result is an error.
 
-TFX 1.16 writes the condition from a TFX `Cond` predicate
+TFX 1.16 writes conditions from a `Cond` predicate
 (tfx/orchestration/kubeflow/v2/compiler_utils.py, `placeholder_to_cel`):
-comparisons (== < >), !, &&, || over literals (ints written as doubles,
-'strings') and `inputs.artifacts['<key>'].artifacts[<i>].metadata['<name>']`
-or `.uri`. That is the CEL this module evaluates; anything else is a SpecError
-naming the task, never a guess. Artifact metadata is a protobuf Struct, so its
-numbers are doubles, as are TFX's literals; cel-go compares int and double
-numerically anyway (heterogeneous equality), and `==` between unlike types is false.
+comparisons (== != < <= > >=), !, &&, || over literals (ints written as
+doubles, 'strings') and `inputs.artifacts['<key>'].artifacts[<i>].metadata['<name>']`
+or `.uri`, `inputs.parameter_values['<key>']`. `parse` turns that into a tree
+and refuses anything else (a SpecError naming the field, before any task
+runs); `evaluate` walks the tree. As in CEL, && and || are commutative over
+errors: `false && <error>` is false and `true || <error>` is true, whichever
+side errs; otherwise the error stands. Artifact metadata is a protobuf
+Struct, so its numbers are doubles, as are TFX's literals; cel-go compares
+int and double numerically (heterogeneous equality), and `==` between unlike
+types is false.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
+from typing import Any, Union
 
-from pipeline.vertex.dryrun.spec import SpecError, Task
+from pipeline.vertex.dryrun.spec import SpecError
 
 _TOKEN = re.compile(r"\s*(?:(?P<number>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|'(?P<string>[^'\\]*)'|"
                     r"(?P<ident>[A-Za-z_]\w*)|(?P<op>==|!=|<=|>=|&&|\|\||[<>!()\[\].]))")
+_COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
+# ExecutorInput.inputs' proto field names (CEL) -> their JSON names in the ExecutorInput the driver builds.
+_JSON_NAMES = {"parameter_values": "parameterValues"}
 
 
 class ConditionError(ValueError):
     """The condition failed to evaluate (a missing key, a type mismatch): the driver, so the task, fails."""
 
 
-def condition(task: Task) -> str:
-    return task.spec.get("triggerPolicy", {}).get("condition", "")
+@dataclasses.dataclass(frozen=True)
+class Literal:
+    value: Any
 
 
-def holds(task: Task, executor_input: dict[str, Any]) -> bool:
-    """Whether the task runs: its condition over its ExecutorInput (JSON), True without one."""
-    text = condition(task)
-    if not text:
-        return True
-    parser = _Parser(text, task.field("triggerPolicy", "condition"), {"inputs": executor_input.get("inputs", {})})
-    value = parser.expression()
+@dataclasses.dataclass(frozen=True)
+class Path:
+    """`inputs` and the selectors after it: field names (str) and indexes/keys ([int] or ['str'])."""
+    selectors: tuple[tuple[str, Any], ...]   # ("field", name) | ("index", key)
+
+    def input_ref(self) -> tuple[str, str] | None:
+        """('artifacts' | 'parameter_values', key) when the path starts like inputs.artifacts['key']."""
+        if len(self.selectors) >= 2 and self.selectors[0][0] == "field" and self.selectors[1][0] == "index":
+            return self.selectors[0][1], self.selectors[1][1]
+        return None
+
+    def text(self) -> str:
+        return "inputs" + "".join(f".{v}" if k == "field" else f"[{v!r}]" for k, v in self.selectors)
+
+
+@dataclasses.dataclass(frozen=True)
+class Not:
+    operand: "Node"
+
+
+@dataclasses.dataclass(frozen=True)
+class Logical:
+    op: str          # && or ||
+    left: "Node"
+    right: "Node"
+
+
+@dataclasses.dataclass(frozen=True)
+class Compare:
+    op: str
+    left: "Node"
+    right: "Node"
+
+
+Node = Union[Literal, Path, Not, Logical, Compare]
+
+
+def parse(text: str, field: str) -> Node:
+    """The condition's tree; a SpecError naming `field` if it is not the CEL TFX writes."""
+    parser = _Parser(text, field)
+    node = parser.expression()
     parser.end()
+    return node
+
+
+def paths(node: Node) -> list[Path]:
+    """Every input path the condition reads."""
+    if isinstance(node, Path):
+        return [node]
+    if isinstance(node, Not):
+        return paths(node.operand)
+    if isinstance(node, (Logical, Compare)):
+        return paths(node.left) + paths(node.right)
+    return []
+
+
+def evaluate(node: Node, executor_input: dict[str, Any], field: str) -> bool:
+    """Whether the task runs, over its ExecutorInput (JSON); ConditionError when the driver would fail."""
+    value = _eval(node, {"inputs": executor_input.get("inputs", {})})
     if not isinstance(value, bool):
-        raise ConditionError(f"{parser.field}: {text!r} is {value!r}, not a bool")
+        raise ConditionError(f"{field}: the condition is {value!r}, not a bool")
     return value
 
 
-class _Parser:
-    """Recursive descent over the tokens; evaluates as it parses (inputs are fixed)."""
-
-    def __init__(self, text: str, field: str, variables: dict[str, Any]):
-        self.text, self.field, self.variables = text, field, variables
-        self.tokens: list[tuple[str, Any]] = []
-        at = 0
-        while at < len(text.rstrip()):
-            match = _TOKEN.match(text, at)
-            if match is None:
-                raise SpecError(f"{field}: CEL {text!r} at {at}: not emulated by the dry run")
-            kind = match.lastgroup
-            raw = match.group(kind)
-            self.tokens.append((kind, float(raw) if kind == "number" and not raw.lstrip("-").isdigit()
-                                else int(raw) if kind == "number" else raw))
-            at = match.end()
-        self.at = 0
-
-    def _peek(self) -> tuple[str, Any]:
-        return self.tokens[self.at] if self.at < len(self.tokens) else ("end", None)
-
-    def _take(self, op: str) -> bool:
-        if self._peek() == ("op", op):
-            self.at += 1
-            return True
-        return False
-
-    def _expect(self, op: str) -> None:
-        if not self._take(op):
-            raise SpecError(f"{self.field}: CEL {self.text!r}: expected {op!r} at token {self.at}, "
-                            f"got {self._peek()[1]!r}")
-
-    def end(self) -> None:
-        if self.at != len(self.tokens):
-            raise SpecError(f"{self.field}: CEL {self.text!r}: unexpected {self._peek()[1]!r} at token {self.at}")
-
-    def expression(self) -> Any:
-        value = self._and()
-        while self._take("||"):
-            right = self._and()
-            value = _bool(value, self) or _bool(right, self)
+def _eval(node: Node, variables: dict[str, Any]) -> Any:
+    if isinstance(node, Literal):
+        return node.value
+    if isinstance(node, Path):
+        value, where = variables["inputs"], "inputs"
+        for kind, key in node.selectors:
+            where += f".{key}" if kind == "field" else f"[{key!r}]"
+            value = _get(value, _JSON_NAMES.get(key, key) if kind == "field" else key, where)
         return value
+    if isinstance(node, Not):
+        return not _bool(_eval(node.operand, variables))
+    if isinstance(node, Logical):
+        return _logical(node, variables)
+    return _compare(node.op, _eval(node.left, variables), _eval(node.right, variables))
 
-    def _and(self) -> Any:
-        value = self._unary()
-        while self._take("&&"):
-            right = self._unary()
-            value = _bool(value, self) and _bool(right, self)
-        return value
 
-    def _unary(self) -> Any:
-        if self._take("!"):
-            return not _bool(self._unary(), self)
-        left = self._primary()
-        for op in ("==", "!=", "<=", ">=", "<", ">"):
-            if self._take(op):
-                return _compare(op, left, self._primary(), self)
-        return left
-
-    def _primary(self) -> Any:
-        kind, value = self._peek()
-        if self._take("("):
-            inner = self.expression()
-            self._expect(")")
-            return inner
-        if kind in ("number", "string"):
-            self.at += 1
-            return value
-        if kind == "ident":
-            self.at += 1
-            if value in ("true", "false"):
-                return value == "true"
-            if value not in self.variables:
-                raise SpecError(f"{self.field}: CEL {self.text!r}: unknown variable {value!r}")
-            return self._selectors(self.variables[value], value)
-        raise SpecError(f"{self.field}: CEL {self.text!r}: unexpected {value!r} at token {self.at}")
-
-    def _selectors(self, value: Any, path: str) -> Any:
-        while True:
-            if self._take("."):
-                kind, name = self._peek()
-                if kind != "ident":
-                    raise SpecError(f"{self.field}: CEL {self.text!r}: a field name after {path}.")
-                self.at += 1
-                value, path = _get(value, name, f"{path}.{name}"), f"{path}.{name}"
-            elif self._take("["):
-                _, key = self._peek()
-                self.at += 1
-                self._expect("]")
-                value, path = _get(value, key, f"{path}[{key!r}]"), f"{path}[{key!r}]"
-            else:
-                return value
+def _logical(node: Logical, variables: dict[str, Any]) -> bool:
+    decisive = node.op == "||"  # the operand value that decides the result alone
+    outcomes = []
+    for side in (node.left, node.right):
+        try:
+            value = _bool(_eval(side, variables))
+        except ConditionError as e:
+            outcomes.append(e)
+            continue
+        if value is decisive:
+            return decisive
+        outcomes.append(value)
+    errors = [o for o in outcomes if isinstance(o, ConditionError)]
+    if errors:
+        raise errors[0]
+    return not decisive
 
 
 def _get(value: Any, key: Any, path: str) -> Any:
@@ -167,17 +166,114 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _compare(op: str, left: Any, right: Any, parser: _Parser) -> bool:
+def _compare(op: str, left: Any, right: Any) -> bool:
     if op in ("==", "!="):
         same = (float(left) == float(right)) if _number(left) and _number(right) else (
             type(left) is type(right) and left == right)
         return same if op == "==" else not same
     if not ((_number(left) and _number(right)) or (type(left) is type(right) and isinstance(left, str))):
-        raise ConditionError(f"{parser.field}: no such overload: {left!r} {op} {right!r}")
+        raise ConditionError(f"no such overload: {left!r} {op} {right!r}")
     return {"<": left < right, ">": left > right, "<=": left <= right, ">=": left >= right}[op]
 
 
-def _bool(value: Any, parser: _Parser) -> bool:
+def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ConditionError(f"{parser.field}: {value!r} is not a bool operand of && || !")
+        raise ConditionError(f"{value!r} is not a bool operand of && || !")
     return value
+
+
+class _Parser:
+    """Recursive descent over the tokens, building the tree (nothing is evaluated here)."""
+
+    def __init__(self, text: str, field: str):
+        self.text, self.field = text, field
+        self.tokens: list[tuple[str, Any]] = []
+        at = 0
+        while at < len(text.rstrip()):
+            match = _TOKEN.match(text, at)
+            if match is None:
+                self._refuse(f"at {at}: not the CEL TFX writes")
+            kind = match.lastgroup
+            raw = match.group(kind)
+            self.tokens.append((kind, float(raw) if kind == "number" and not raw.lstrip("-").isdigit()
+                                else int(raw) if kind == "number" else raw))
+            at = match.end()
+        self.at = 0
+
+    def _refuse(self, why: str):
+        raise SpecError(f"{self.field}: CEL {self.text!r} {why}")
+
+    def _peek(self) -> tuple[str, Any]:
+        return self.tokens[self.at] if self.at < len(self.tokens) else ("end", None)
+
+    def _take(self, op: str) -> bool:
+        if self._peek() == ("op", op):
+            self.at += 1
+            return True
+        return False
+
+    def _expect(self, op: str) -> None:
+        if not self._take(op):
+            self._refuse(f": expected {op!r} at token {self.at}, got {self._peek()[1]!r}")
+
+    def end(self) -> None:
+        if self.at != len(self.tokens):
+            self._refuse(f": unexpected {self._peek()[1]!r} at token {self.at}")
+
+    def expression(self) -> Node:
+        node = self._and()
+        while self._take("||"):
+            node = Logical("||", node, self._and())
+        return node
+
+    def _and(self) -> Node:
+        node = self._unary()
+        while self._take("&&"):
+            node = Logical("&&", node, self._unary())
+        return node
+
+    def _unary(self) -> Node:
+        if self._take("!"):
+            return Not(self._unary())
+        left = self._primary()
+        for op in _COMPARISONS:
+            if self._take(op):
+                return Compare(op, left, self._primary())
+        return left
+
+    def _primary(self) -> Node:
+        kind, value = self._peek()
+        if self._take("("):
+            inner = self.expression()
+            self._expect(")")
+            return inner
+        if kind in ("number", "string"):
+            self.at += 1
+            return Literal(value)
+        if kind == "ident":
+            self.at += 1
+            if value in ("true", "false"):
+                return Literal(value == "true")
+            if value != "inputs":
+                self._refuse(f": unknown variable {value!r} (only `inputs` of the ExecutorInput)")
+            return self._selectors()
+        self._refuse(f": unexpected {value!r} at token {self.at}")
+
+    def _selectors(self) -> Path:
+        selectors = []
+        while True:
+            if self._take("."):
+                kind, name = self._peek()
+                if kind != "ident":
+                    self._refuse(f": a field name expected after '.' at token {self.at}")
+                self.at += 1
+                selectors.append(("field", name))
+            elif self._take("["):
+                kind, key = self._peek()
+                if kind not in ("number", "string") or isinstance(key, float):
+                    self._refuse(f": an index or a 'key' expected in [] at token {self.at}")
+                self.at += 1
+                self._expect("]")
+                selectors.append(("index", key))
+            else:
+                return Path(tuple(selectors))

@@ -24,15 +24,16 @@ from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK, ConfigEr
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, format_summary, summarize
-from pipeline.vertex.dryrun import DEFAULT_DIR, workers
-from pipeline.vertex.dryrun.artifacts import ArtifactIndex
+from pipeline.vertex.dryrun import DEFAULT_DIR, rules, spec, workers
+from pipeline.vertex.dryrun.backend import VERTEX, Backend
 from pipeline.vertex.dryrun.bucket import BucketMap
 from pipeline.vertex.dryrun.cache import CacheIndex
 from pipeline.vertex.dryrun.customjob import VertexEmulator
-from pipeline.vertex.dryrun.invocation import uses_dataflow
+from pipeline.vertex.dryrun.driver import Scope, root_scope
+from pipeline.vertex.dryrun.launcher import uses_dataflow
 from pipeline.vertex.dryrun.record import Recorder
-from pipeline.vertex.dryrun.spec import Task, read_tasks, submitted_job
-from pipeline.vertex.dryrun.tasks import RunContext, TaskResult, run_task
+from pipeline.vertex.dryrun.spec import Dag, Pipeline, in_order, submitted_job
+from pipeline.vertex.dryrun.tasks import FAILED, NOT_STARTED, RunContext, TaskResult, drive_dag_task, run_container_task
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ class RunResult:
     tasks: list[TaskResult]
     summary: Optional[RunSummary]
     custom_jobs: list[workers.JobRun]
-    notes: list[str]
 
     def task(self, name: str) -> TaskResult:
         return next(t for t in self.tasks if t.name == name)
@@ -62,8 +62,10 @@ class DryRun:
 
 
 def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: int = 1,
-            stream: Optional[TextIO] = None, template: Optional[Path] = None) -> DryRun:
-    """Compile (unless `template` is given), then run the job `runs` times; raises PipelineFailed on a failed task."""
+            stream: Optional[TextIO] = None, template: Optional[Path] = None, backend: Backend = VERTEX) -> DryRun:
+    """Compile (unless `template`, a spec compiled earlier, is given), then run the job `runs` times as `backend`
+    would; raises SpecError before any task runs if the spec breaks one of its rules (rules.py), PipelineFailed
+    on a failed task."""
     stream = stream or sys.stdout
     if config.vertex is None:
         raise ConfigError("dryrun needs a vertex section in the config (see configs/vertex.yaml)")
@@ -71,6 +73,8 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
         raise ConfigError(f"--runs {runs}: at least one run")
     from pipeline.vertex.compile import compile_pipeline
 
+    if template is not None and not Path(template).is_file():
+        raise ConfigError(f"--spec {template}: no such file (write one with `python -m pipeline compile`)")
     bucket = BucketMap(resolve(str(local_dir)))
     service_dir = bucket.root.parent / "vertex" / config.pipeline.name
     template = template or compile_pipeline(config, service_dir / "pipeline.json")
@@ -78,7 +82,7 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
     _seed(config, bucket, stream)
     result = DryRun(bucket, local_config, service_dir, [])
     for _ in range(runs):
-        result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream))
+        result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend))
     return result
 
 
@@ -96,21 +100,19 @@ def _seed(config: Config, bucket: BucketMap, stream: TextIO) -> None:
 
 
 def _one_run(config: Config, local_config: Config, template: Path, bucket: BucketMap, service_dir: Path,
-             stream: TextIO) -> RunResult:
+             stream: TextIO, backend: Backend) -> RunResult:
     started = time.monotonic()
     job = submitted_job(config, template)
     while (service_dir / "logs" / job.job_id).exists():
         # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id.
         time.sleep(0.2)
         job = submitted_job(config, template)
-    notes: list[str] = []
-    tasks = read_tasks(job.spec, notes)
+    pipeline = spec.read(job.spec)
+    rules.enforce(pipeline, backend)
     logs = service_dir / "logs" / job.job_id
     logs.mkdir(parents=True, exist_ok=True)
-    _announce(config, job.job_id, tasks, bucket, notes, stream)
+    _announce(config, job.job_id, pipeline, bucket, backend, stream)
     os.makedirs(os.path.dirname(local_config.pipeline.metadata_path), exist_ok=True)
-    prefix = f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
-    index = ArtifactIndex(service_dir / "artifacts.json", prefix)
     log_file = str(service_dir / "logs" / f"{job.job_id}.log")
     results: list[TaskResult] = []
 
@@ -127,36 +129,51 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
         settings.env.update(emulator.env)
         recorder = Recorder(local_config.pipeline.metadata_path, config.pipeline.name, bucket.to_local)
         recorder.start_run(job.job_id)
-        ctx = RunContext(job, {t.name for t in tasks}, bucket, index, CacheIndex(service_dir / "cache",
-                         config.pipeline.name), recorder, settings.env, logs,
-                         config.beam.args, say)
-        try:
-            _run_tasks(tasks, ctx, results)
-        finally:
-            index.save()
+        ctx = RunContext(job, backend, bucket, CacheIndex(service_dir / "cache", config.pipeline.name), recorder,
+                         settings.env, logs, config.beam.args,
+                         f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default",
+                         say)
+        _run_dag(pipeline, pipeline.root, root_scope(job), ctx, results)
         jobs = [run for run, _ in emulator.jobs.values()]
         summary = _summarize(local_config, job.job_id, log_file, results, stream, time.monotonic() - started)
-    failed = [r for r in results if r.state == "failed"]
+    failed = [r for r in results if r.state == FAILED]
     if failed:
         raise PipelineFailed(f"dry run {job.job_id}: {failed[0].name} failed: {failed[0].error}\n"
                              f"log: {failed[0].log}" + "".join(f"\n{e}" for e in emulator.errors)
                              + "".join(f"\nCustomJob {j.name}: {j.error}" for j in jobs if j.error))
-    return RunResult(job.job_id, results, summary, jobs, notes)
+    return RunResult(job.job_id, results, summary, jobs)
 
 
-def _run_tasks(tasks: list[Task], ctx: RunContext, results: list[TaskResult]) -> None:
-    outputs = {}
-    for task in tasks:
-        blocked = [u for u in task.upstream if u not in outputs]
-        if blocked:  # each task waits on its upstreams' success (condition.py): after a failed or skipped one, none
+def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, results: list[TaskResult]) -> bool:
+    """Run a DAG's tasks upstream first; whether every task that started succeeded.
+
+    A task starts only when all its upstream tasks succeeded (the default trigger strategy,
+    api/v2alpha1/pipeline_spec.proto TriggerPolicy: "a task will only be tested for the condition when
+    the strategy is met"; open-source backend: Argo `depends` on `<upstream>.Succeeded`,
+    argocompiler/dag.go, depends). A task whose condition is false is not triggered and
+    its downstream tasks never start; a DAG task's own tasks run only when it triggers.
+    """
+    first = len(results)
+    for task in in_order(dag):
+        waiting = [u for u in task.upstream if u not in scope.outputs]
+        if waiting:
             states = {r.name: r.state for r in results}
-            ctx.say(f"  {task.name} not started: it needs " + ", ".join(f"{u} ({states[u]})" for u in blocked))
-            results.append(TaskResult(task.name, "skipped"))
+            ctx.say(f"  {task.name} not started: it needs " + ", ".join(f"{u} ({states.get(u)})" for u in waiting))
+            results.append(TaskResult(task.name, NOT_STARTED))
             continue
-        result = run_task(task, ctx, outputs)
-        results.append(result)
-        if result.outputs is not None:
-            outputs[task.name] = result.outputs
+        if task.kind == "dag":
+            result = drive_dag_task(task, ctx, scope)
+            results.append(result)
+            if result.succeeded:
+                inner = Scope({}, result.inputs["parameters"], result.inputs["artifacts"])
+                if not _run_dag(pipeline, pipeline.sub_dag(task), inner, ctx, results):
+                    result.state, result.error = FAILED, "a task of its DAG failed"
+        else:
+            result = run_container_task(task, ctx, scope)
+            results.append(result)
+        if result.succeeded:
+            scope.outputs[task.name] = result.outputs
+    return not any(r.state == FAILED for r in results[first:])
 
 
 # Its sitecustomize makes each task process exit without re-walking its heap (see there).
@@ -170,16 +187,17 @@ def _task_env() -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
-def _announce(config: Config, job_id: str, tasks: list[Task], bucket: BucketMap, notes: list[str],
+def _announce(config: Config, job_id: str, pipeline: Pipeline, bucket: BucketMap, backend: Backend,
               stream: TextIO) -> None:
-    lines = [f"dry run of Vertex AI PipelineJob {job_id}: {len(tasks)} tasks, run here one at a time in DAG order",
+    tasks = list(pipeline.tasks())
+    lines = [f"dry run of {backend.title} PipelineJob {job_id}: {len(tasks)} tasks, every rule of the spec "
+             f"checked ({len(rules.RULES)} rules), run here one at a time in DAG order",
              f"  gs://<bucket>/... is mapped to {bucket.root}/<bucket>/...",
              "  container images are not pulled: each task's command runs in this environment"]
-    dataflow = [t.name for t in tasks if t.container and uses_dataflow(t.container.get("args", []))]
+    dataflow = [t.name for t in tasks if t.kind == "container" and uses_dataflow(t.container.get("args", []))]
     if dataflow:
         lines.append(f"  BEAM: the DataflowRunner args of {', '.join(dataflow)} are replaced by local Beam args: "
                      f"{' '.join(config.beam.args)}")
-    lines += [f"  {n}" for n in notes]
     stream.write("\n".join(lines) + "\n")
 
 
@@ -202,7 +220,7 @@ def _summarize(local_config: Config, job_id: str, log_file: str, results: list[T
 
 
 def cmd_dryrun(config: Config, args) -> int:
-    result = dry_run(config, args.local_dir, args.runs)
+    result = dry_run(config, args.local_dir, args.runs, template=Path(args.spec) if args.spec else None)
     summary = result.runs[-1].summary
     if summary is not None and (summary.nothing_new or summary.unchanged_version):
         return EXIT_NOTHING_NEW
