@@ -132,8 +132,10 @@ def _mutable_readers() -> dict[str, str]:
 
 
 def task_executor(pipeline_spec: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
-    """The deploymentSpec executor of a task (container, resolver or importer)."""
+    """The deploymentSpec executor of a task (container, resolver or importer); {} for a sub-DAG task."""
     component = pipeline_spec["components"][task["componentRef"]["name"]]
+    if "executorLabel" not in component:
+        return {}
     return pipeline_spec["deploymentSpec"]["executors"][component["executorLabel"]]
 
 
