@@ -277,8 +277,7 @@ def test_with_spans_every_task_after_the_snapshot_is_conditional_on_its_new_span
     DatasetSnapshot, wired in as an input; without spans no task is conditional (no extra input, no cache misses)."""
     tasks = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
     conditional = {n for n, t in tasks.items() if t.get("triggerPolicy", {}).get("condition")}
-    resolvers = {n for n in tasks if "resolver" in n}
-    assert conditional == set(tasks) - {"Snapshot"} - resolvers and len(conditional) >= 9
+    assert conditional == set(tasks) - {"Snapshot"} and len(conditional) >= 10
     for name in conditional:
         key, = re.fullmatch(r"\(inputs\.artifacts\['([^']+)'\]\.artifacts\[0\]\.metadata\['new_span'\] == 1\.0\)",
                             tasks[name]["triggerPolicy"]["condition"]).groups()
@@ -286,3 +285,78 @@ def test_with_spans_every_task_after_the_snapshot_is_conditional_on_its_new_span
             "producerTask": "Snapshot", "outputArtifactKey": "snapshot"}, name
     flat = json.loads(compiled_template().read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
     assert not [n for n, t in flat.items() if "triggerPolicy" in t]
+
+
+# The shipped config and the variants whose DAGs differ: spans with warm start (a condition on every task,
+# the Trainer's base model), and the span ExampleGen of the analyzer cache.
+VARIANTS = [(), ("data.spans=window(2)", "trainer.warm_start=true"),
+            ("data.spans=window(2)", "data.analyzer_cache=true")]
+
+
+def _dangling(pipeline_spec: dict) -> list[str]:
+    """Every reference in the spec's DAGs that names no task of its own DAG, or an output its producer's
+    component does not declare, as the KFP backend resolves them (backend/src/v2/compiler/argocompiler/dag.go,
+    "unknown producer task"; backend/src/v2/driver/resolve.go looks producers up by task key)."""
+    found = []
+    components = pipeline_spec["components"]
+    for owner, component in [("root", pipeline_spec["root"]), *components.items()]:
+        tasks = component.get("dag", {}).get("tasks", {})
+        for name, task in tasks.items():
+            inputs = task.get("inputs", {})
+            refs = [("artifacts", k, v["taskOutputArtifact"], "outputArtifactKey")
+                    for k, v in inputs.get("artifacts", {}).items() if "taskOutputArtifact" in v]
+            refs += [("parameters", k, v["taskOutputParameter"], "outputParameterKey")
+                     for k, v in inputs.get("parameters", {}).items() if "taskOutputParameter" in v]
+            for kind, key, ref, output_field in refs:
+                producer = ref["producerTask"]
+                if producer not in tasks:
+                    found.append(f"{owner}/{name}.inputs.{kind}.{key}: producerTask {producer!r} is no task of the DAG")
+                    continue
+                declared = components[tasks[producer]["componentRef"]["name"]].get("outputDefinitions", {})
+                if ref[output_field] not in declared.get(kind, {}):
+                    found.append(f"{owner}/{name}.inputs.{kind}.{key}: {producer} declares no output "
+                                 f"{ref[output_field]!r}")
+            found += [f"{owner}/{name}.dependentTasks: {d!r} is no task of the DAG"
+                      for d in task.get("dependentTasks", []) if d not in tasks]
+            condition = task.get("triggerPolicy", {}).get("condition", "")
+            found += [f"{owner}/{name}.triggerPolicy.condition: no input artifact {key!r}"
+                      for key in re.findall(r"inputs\.artifacts\['([^']+)'\]", condition)
+                      if key not in inputs.get("artifacts", {})]
+    return found
+
+
+@pytest.mark.parametrize("overrides", VARIANTS, ids=["shipped", "spans-warm-start", "analyzer-cache"])
+def test_the_spec_references_only_tasks_and_outputs_that_exist(overrides):
+    """A spec the KFP backend and Vertex accept: no dangling producer or output key, no resolver task
+    (the open-source backend runs none), no pre-cache-check hook (the open-source backend never runs it)."""
+    pipeline_spec = json.loads(compiled_template(*overrides).read_text())["pipelineSpec"]
+    assert _dangling(pipeline_spec) == []
+    executors = pipeline_spec["deploymentSpec"]["executors"]
+    assert not [label for label, e in executors.items() if "resolver" in e or "importer" in e]
+    assert not [label for label, e in executors.items() if "lifecycle" in e.get("container", {})]
+    tasks = pipeline_spec["root"]["dag"]["tasks"]
+    # ExampleGen reads the snapshot as an input artifact, not a parameter made from its output.
+    assert tasks["CsvExampleGen"]["inputs"]["artifacts"]["snapshot"]["taskOutputArtifact"] == {
+        "producerTask": "Snapshot", "outputArtifactKey": "snapshot"}
+    assert "input_base" not in tasks["CsvExampleGen"]["inputs"].get("parameters", {})
+    # The Evaluator's baseline, and with warm start the Trainer's base model, is the model serving now.
+    serving = {"producerTask": "ServingModel", "outputArtifactKey": "model"}
+    assert tasks["Evaluator"]["inputs"]["artifacts"]["baseline_model"]["taskOutputArtifact"] == serving
+    base = tasks["Trainer"]["inputs"].get("artifacts", {}).get("base_model", {}).get("taskOutputArtifact")
+    assert base == (serving if "trainer.warm_start=true" in overrides else None)
+
+
+def test_the_check_finds_a_dangling_reference():
+    """The check above can fail: TFX 1.16's form of a dynamic execution property (producer "<id>_task"), and
+    the condition it gave the first conditional task when that task read the snapshot already (conditions.py)."""
+    pipeline_spec = json.loads(compiled_template(*VARIANTS[1]).read_text())["pipelineSpec"]
+    ref = pipeline_spec["root"]["dag"]["tasks"]["CsvExampleGen"]["inputs"]["artifacts"]["snapshot"]
+    ref["taskOutputArtifact"]["producerTask"] = "Snapshot_task"
+    pipeline_spec["root"]["dag"]["tasks"]["Evaluator"]["inputs"]["artifacts"]["baseline_model"][
+        "taskOutputArtifact"]["outputArtifactKey"] = "data_uri"
+    condition = pipeline_spec["root"]["dag"]["tasks"]["CsvExampleGen"]["triggerPolicy"]
+    condition["condition"] = condition["condition"].replace("['snapshot']", "['_Snapshot.snapshot']")
+    assert _dangling(pipeline_spec) == [
+        "root/CsvExampleGen.inputs.artifacts.snapshot: producerTask 'Snapshot_task' is no task of the DAG",
+        "root/CsvExampleGen.triggerPolicy.condition: no input artifact '_Snapshot.snapshot'",
+        "root/Evaluator.inputs.artifacts.baseline_model: ServingModel declares no output 'data_uri'"]
