@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from tfx.components.evaluator import constants
 from tfx.orchestration.portable import data_types
 from tfx.types import standard_artifacts
@@ -78,6 +79,7 @@ def _evaluator(config, summary) -> tuple:
     return inputs, blessing, reader.producer(baseline)
 
 
+@pytest.mark.e2e
 def test_a_first_run_evaluates_without_a_baseline(safety_run):
     inputs, blessing, made_by = _evaluator(safety_run.config, safety_run.summary)
     [baseline] = inputs["baseline_model"]
@@ -87,6 +89,7 @@ def test_a_first_run_evaluates_without_a_baseline(safety_run):
     assert safety_run.summary.baseline_metrics == {}
 
 
+@pytest.mark.e2e
 def test_the_next_run_is_judged_against_the_pushed_model(safety_run, rejected_run):
     """rejected_run trains on safety_run's root after safety_run pushed: its baseline is that version."""
     version = safety_run.summary.pushed_version

@@ -50,11 +50,30 @@ def test_filters_outside_tfx_grammar_are_refused(tmp_path, query):
         _index(tmp_path).latest(query, "pipe")
 
 
+def _resolver_spec(tmp_path) -> dict:
+    """TFX's compiled form of a LatestBlessedModelStrategy resolver (our DAG has none: the baseline is the
+    ServingModel task), in a pipeline of its own."""
+    from tfx.dsl.components.common.resolver import Resolver
+    from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+    from tfx.orchestration.pipeline import Pipeline
+    from tfx.types import Channel, standard_artifacts
+
+    resolver = Resolver(strategy_class=LatestBlessedModelStrategy, model=Channel(type=standard_artifacts.Model),
+                        model_blessing=Channel(type=standard_artifacts.ModelBlessing)
+                        ).with_id("latest_blessed_model_resolver")
+    kubeflow_v2_dag_runner.KubeflowV2DagRunner(
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image="image"),
+        output_dir=str(tmp_path), output_filename="resolver.json",
+    ).run(Pipeline(pipeline_name="pipe", pipeline_root="gs://b/root", components=[resolver]), write_out=True)
+    return json.loads((tmp_path / "resolver.json").read_text())["pipelineSpec"]
+
+
 def test_latest_blessed_model_is_resolved_through_the_blessings_current_model_id(tmp_path):
     """The two resolver tasks TFX compiles for LatestBlessedModelStrategy, run against an index."""
     from pipeline.vertex.dryrun.spec import read_tasks
 
-    spec = json.loads(compiled_template().read_text())["pipelineSpec"]
+    spec = _resolver_spec(tmp_path)
     tasks = {t.name: t for t in read_tasks(spec, []) if "resolver" in t.executor}
     blessing_task = tasks["latest_blessed_model_resolver-model-blessing-resolver"]
     model_task = tasks["latest_blessed_model_resolver-model-resolver"]

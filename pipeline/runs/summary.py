@@ -36,7 +36,7 @@ class RunSummary:
     run_id: str
     components: list[ComponentRun]
     metrics: dict[str, float]           # candidate's overall metrics
-    baseline_metrics: dict[str, float]  # last blessed model's, empty on a first run
+    baseline_metrics: dict[str, float]  # the serving model's, empty when nothing served
     blessed: Optional[bool]
     validation_failures: list[str]
     pushed_path: Optional[str]
