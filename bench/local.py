@@ -40,7 +40,7 @@ def check_before(checkout: Path) -> Path:
 
 def rerun(root: Path, log_prefix: str) -> dict:
     """A first run with caching on under `root`, the same command again, and an imports-only process."""
-    from pipeline.pipeline import BASELINE_RESOLVER_ID, DRIFT_GATE_ID  # TF and TFX: only when measuring
+    from pipeline.pipeline import DRIFT_GATE_ID, SERVING_MODEL_ID  # TF and TFX: only when measuring
 
     command = our_command(str(root), ["pipeline.enable_cache=true"])
     first = run_measured(command, f"{log_prefix}-first.log", env=ENV, cwd=REPO_ROOT)
@@ -57,11 +57,13 @@ def rerun(root: Path, log_prefix: str) -> dict:
     beyond = again.wall_seconds - imports.wall_seconds
     return {"first_wall_seconds": round(first.wall_seconds, 2), "wall_seconds": round(again.wall_seconds, 2),
             "imports_wall_seconds": round(imports.wall_seconds, 2), "beyond_imports_seconds": round(beyond, 2),
-            # A resolver does its lookup on every run, and the DriftGate compares with the model serving
-            # now, which the first run's push changed (components/drift_gate.py keys its cache by the
-            # serving version); everything else must come from cache.
+            # The model serving now changed with the first run's push: the ServingModel and the DriftGate,
+            # which key their cache by the serving version, run again, and so do the Evaluator (its baseline
+            # is the ServingModel's copy) and the Pusher (which finds the candidate already serving).
+            # Everything else must come from cache.
             "not_cached": sorted(n for n, c in rerun_components["components"].items()
-                                 if c["state"] != "cached" and n not in (BASELINE_RESOLVER_ID, DRIFT_GATE_ID)),
+                                 if c["state"] != "cached"
+                                 and n not in (SERVING_MODEL_ID, DRIFT_GATE_ID, "Evaluator", "Pusher")),
             "components": rerun_components["components"]}
 
 

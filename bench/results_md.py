@@ -57,8 +57,9 @@ def _rerun_and_before(loc: dict) -> list[str]:
                   f"a process that only imports the local runner took {r['imports_wall_seconds']:.1f}s in the same "
                   f"round, so **{r['beyond_imports_seconds']:.1f}s beyond the imports** (target <= "
                   f"{r['target_seconds']:.0f}s: {'met' if r['met'] else 'NOT met'}); components not served from "
-                  f"cache, besides the two that look at the model the first run pushed (the baseline resolver and "
-                  f"the DriftGate): {', '.join(r['not_cached']) or 'none'}. "
+                  f"cache, besides the four that look at the model the first run pushed (the ServingModel and "
+                  f"the DriftGate) or judge the candidate against it (the Evaluator and the Pusher): "
+                  f"{', '.join(r['not_cached']) or 'none'}. "
                   f"All rounds: {r['all_beyond_imports_seconds']}.",
                   ""]
     if "before_after" in loc:

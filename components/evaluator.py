@@ -9,6 +9,11 @@ Eager code runs the same converted or not, so this executor runs TFX's under
 `do_not_convert`; a tf.function with autograph on still converts, as it sets
 its own status. The status is per thread: Beam's in-memory runner processes
 bundles on this thread, while multi-processing workers convert as before.
+
+Its baseline is the model serving now (components/serving_model.py). With
+nothing serving, that artifact is marked empty and holds no model: it is
+dropped here, and TFX's executor then evaluates without a baseline (change
+thresholds are ignored, as on TFX's own first run: `rubber_stamp`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,18 @@ from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.evaluator.component import Evaluator
 from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_component_specs
+
+from components.serving_model import is_empty
+
+BASELINE = standard_component_specs.BASELINE_MODEL_KEY
 
 
 class Executor(evaluator_executor.Executor):
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
+        if any(is_empty(m) for m in input_dict.get(BASELINE, [])):
+            input_dict = {**input_dict, BASELINE: []}
         tf.autograph.experimental.do_not_convert(super().Do)(input_dict, output_dict, exec_properties)
 
 

@@ -1,11 +1,11 @@
 """Pusher: TFX's filesystem Pusher with three changes for a directory TF Serving watches.
 
-1. Nothing new, nothing pushed. A plain rerun is served from cache up to and
-   including the Pusher (components/baseline.py); but a candidate can still be
-   the model serving now in another guise (retrained bit-identically with
-   caching off), and TFX's
-   Pusher would copy it again under a new version: TF Serving loads a
-   duplicate. Here a blessed candidate whose files are byte-identical to the
+1. Nothing new, nothing pushed. A rerun with nothing changed evaluates the
+   cached candidate against the model serving now, which is that very model
+   once the first run pushed it (components/serving_model.py); a candidate
+   retrained bit-identically with caching off is the same case. TFX's Pusher
+   would copy it again under a new version: TF Serving loads a duplicate.
+   Here a blessed candidate whose files are byte-identical to the
    version serving now is not pushed; the PushedModel artifact says
    `pushed=0` and names the serving version in `unchanged_version`.
 2. Whole pushes: a version appears complete or not at all

@@ -1,4 +1,6 @@
-"""CsvExampleGen for a snapshot in span layout: the same examples and splits, each span in its own files.
+"""CsvExampleGen's executor for a snapshot in span layout: the same examples and splits, each span in its own files.
+
+The pipeline runs it on the snapshot artifact through components/example_gen.py (SpanSnapshotExampleGen).
 
 TFX's CsvExampleGen reads a snapshot's span directories as one input, and
 once the rows are in its output nobody can tell which span a row came from.
@@ -29,9 +31,7 @@ from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor, _PartitionFn
 from tfx.components.example_gen.csv_example_gen import executor as csv_executor
-from tfx.components.example_gen.csv_example_gen.component import CsvExampleGen
 from tfx.components.util import examples_utils
-from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
@@ -185,7 +185,3 @@ def _tagged_examples(pipeline: beam.Pipeline, column_names: list[str], files: li
         cells | beam.Values() | "InferColumnTypes" >> beam.CombineGlobally(
             csv_decoder.ColumnTypeInferrer(column_names, skip_blank_lines=True)))
     return cells | "ToTFExample" >> beam.ParDo(_TaggedToExample(), column_infos)
-
-
-class SpanCsvExampleGen(CsvExampleGen):
-    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)

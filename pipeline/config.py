@@ -93,7 +93,7 @@ class DataSection(Section):
     # (components/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
     spans: Optional[str] = None
     # With spans: a run whose newest span is not newer than the newest span the
-    # last blessed model was trained on exits at once (exit 4) instead of retraining.
+    # model serving now was trained on exits at once (exit 4) instead of retraining.
     skip_when_no_new_span: bool = True
     # With spans: Transform keeps each span's analysis (means, vocabularies, ...) under
     # <pipeline root>/analyzer_cache and a run analyzes only the spans no earlier run did
@@ -151,7 +151,7 @@ class EvaluatorSection(Section):
     # default, accuracy >= 0.9 or auc >= 0.5; regression has none and needs upper_bound) ...
     lower_bound: Optional[float] = None
     upper_bound: Optional[float] = None
-    # ... and may not be worse than the last blessed model by more than this.
+    # ... and may not be worse than the model serving now by more than this.
     max_regression: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")

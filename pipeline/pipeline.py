@@ -1,5 +1,5 @@
 """The DAG: snapshot -> ExampleGen -> statistics/schema -> validation -> Transform
--> Trainer -> Evaluator (vs last blessed) -> Pusher."""
+-> Trainer -> Evaluator (vs the model serving now) -> Pusher."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Optional
 
 # TFX from its defining modules, not `tfx.v1`: that also imports the Vertex and
 # BigQuery extensions (google-cloud-aiplatform, kfp), seconds a local run never uses.
-from tfx.components import CsvExampleGen, ExampleValidator, SchemaGen, StatisticsGen
+from tfx.components import ExampleValidator, SchemaGen, StatisticsGen
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
@@ -15,32 +15,26 @@ from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from components.data_gate import DataGate
 from components.drift_gate import DriftGate
 from components.evaluator import EagerMetricsEvaluator
+from components.example_gen import SnapshotExampleGen, SpanSnapshotExampleGen
 from components.pusher import Pusher
 from components.schema_import import SchemaImport
-from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
-from components.span_example_gen import SpanCsvExampleGen
+from components.serving_model import ServingModel
+from components.snapshot.component import SNAPSHOT_KEY, Snapshot
 from components.transform import ANALYZER_CACHE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
 from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
-from pipeline.vertex.dag import (
-    beam_pipeline_args,
-    make_baseline_resolver,
-    make_warm_start_resolver,
-    trainer_class,
-    trainer_custom_config,
-)
+from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from trainer.features import CONFIG_KEY as FEATURES_KEY
 
 # Functions are named by import path, not uploaded as module files: the code
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
-BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 DRIFT_GATE_ID = "DriftGate"
-WARM_START_RESOLVER_ID = "warm_start_model_resolver"
+SERVING_MODEL_ID = "ServingModel"
 
 
 def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipeline:
@@ -57,11 +51,11 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
     # With data.skip_when_no_new_span, the rest runs only if the snapshot holds a span the serving
     # model was not trained on (pipeline/dag/conditions.py): one check, locally and on Vertex.
     with only_with_new_span(config, snapshot):
-        # The snapshot's data dir, known only at run time; reading it makes the
-        # snapshot an input of ExampleGen in MLMD.
-        # With the analyzer cache, each span's rows in files of their own, so Transform can analyze a span alone.
-        example_gen = (SpanCsvExampleGen if config.data.analyzer_cache else CsvExampleGen)(
-            input_base=snapshot.outputs[DATA_URI_KEY].future()[0].value,
+        # TFX's CsvExampleGen on the snapshot's data dir, read from the snapshot artifact, its input
+        # (components/example_gen.py). With the analyzer cache, each span's rows in files of their own,
+        # so Transform can analyze a span alone. Same id as TFX's.
+        example_gen = (SpanSnapshotExampleGen if config.data.analyzer_cache else SnapshotExampleGen)(
+            snapshot=snapshot.outputs[SNAPSHOT_KEY],
             # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
             input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
             if config.data.spans else None,
@@ -107,9 +101,9 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
             transform.add_upstream_node(drift_gate)
             gates.append(drift_gate)
 
-        # trainer.warm_start: the last blessed model, to start from its weights (trainer/warm_start.py).
-        # Not the Evaluator's baseline resolver: that one reads the Trainer's output (components/baseline.py).
-        warm_start = [make_warm_start_resolver().with_id(WARM_START_RESOLVER_ID)] if config.trainer.warm_start else []
+        # The model serving now, found in the serving dir at run time: the Evaluator's baseline and, with
+        # trainer.warm_start, the model whose weights training starts from (trainer/warm_start.py).
+        serving_model = ServingModel(serving_dir=config.pipeline.serving_dir).with_id(SERVING_MODEL_ID)
 
         # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
         trainer = trainer_class(config)(
@@ -117,20 +111,17 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
             examples=transform.outputs["transformed_examples"],
             transform_graph=transform.outputs["transform_graph"],
             schema=schema_gen.outputs["schema"],
-            base_model=warm_start[0].outputs["model"] if warm_start else None,
+            base_model=serving_model.outputs["model"] if config.trainer.warm_start else None,
             # The loop counts its own steps from the trainer config; TFX's
             # train_args only need to agree for its bookkeeping.
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=None),
             custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
 
-        baseline_resolver = make_baseline_resolver(config, candidate=trainer.outputs["model"]).with_id(
-            BASELINE_RESOLVER_ID)
-
         evaluator = EagerMetricsEvaluator(
             examples=example_gen.outputs["examples"],
             model=trainer.outputs["model"],
-            baseline_model=baseline_resolver.outputs["model"],
+            baseline_model=serving_model.outputs["model"],
             eval_config=eval_config(config)).with_id("Evaluator")
 
         # TFX's Pusher, but it never re-pushes the serving model, a version appears whole, and beside it
@@ -148,7 +139,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
         components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
-                    *warm_start, trainer, baseline_resolver, evaluator, pusher],
+                    serving_model, trainer, evaluator, pusher],
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(
             sqlite_metadata_connection_config(metadata_path)

@@ -120,8 +120,8 @@ def rejected_run(safety_run) -> RejectedRun:
 # modules whose tests use finished_run (directly or through pipeline_run, safety_run,
 # rejected_run) are one group, so each shared run is still made once, on one worker. The two
 # longest groups are handed out first, one to each worker.
-SHARED_RUN_MODULES = ("tests/test_determinism.py", "tests/test_gates.py", "tests/test_lineage.py",
-                      "tests/test_pipeline_e2e.py", "tests/test_report.py")
+SHARED_RUN_MODULES = ("tests/test_baseline.py", "tests/test_determinism.py", "tests/test_gates.py",
+                      "tests/test_lineage.py", "tests/test_pipeline_e2e.py", "tests/test_report.py")
 SHARED_RUNS_GROUP = "shared-runs"
 FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP)
 

@@ -158,7 +158,7 @@ def test_markdown_states_ratios_and_misses():
                                          "before_after": {"checkout": "/tmp/base", "before": side,
                                                           "all_wall_seconds": [40.0], "wall_ratio": 0.5}}})
     assert "**2.0s beyond the imports** (target <= 3s: met); components not served from cache" in text
-    assert "(the baseline resolver and the DriftGate): none." in text
+    assert "judge the candidate against it (the Evaluator and the Pusher): none." in text
     assert "**after/before 0.50x wall**; before/theirs was 1.00x" in text
     assert "| Transform | 10.00 | 5.00 |" in text and "| *wall* | 40.0 | 20.0 |" in text
 

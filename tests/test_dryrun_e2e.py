@@ -3,7 +3,7 @@
 Run 1 pushes a blessed model trained on the emulated TPU; the bucket's data
 then changes, and run 2, compiled with a two-worker CPU pool, must re-ingest
 it (Vertex's cache rule: the Snapshot task is not a cache hit), train with two
-processes, resolve run 1's model as its baseline and push again. One run
+processes, take run 1's pushed model as its baseline and push again. One run
 covers both, as a dry run costs a TFX start-up per task. Training is kept short.
 """
 
@@ -27,7 +27,6 @@ pytestmark = pytest.mark.e2e
 
 SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100"]
 TWO_WORKERS = ["vertex.worker_pool.preset=cpu", "vertex.worker_pool.extra_workers=1"]
-RESOLVER = "latest_blessed_model_resolver-model-resolver"
 ADDED_ROWS = 30
 
 
@@ -72,9 +71,10 @@ def test_second_run_reingests_the_changed_data(two_runs):
 
 def test_second_run_compares_against_the_first_runs_model(two_runs):
     config, _, (first, _), (second, console) = two_runs
-    first_model = first.runs[0].task("Trainer").outputs.artifacts["model"][0]
-    resolved = second.runs[0].task(RESOLVER).outputs.artifacts["model"]
-    assert [a["name"] for a in resolved] == [first_model["name"]], console
+    # The model serving now (components/serving_model.py): nothing in run 1, run 1's push in run 2.
+    served = [run.runs[0].task("ServingModel").outputs.artifacts["model"] for run in (first, second)]
+    assert [a["metadata"]["empty"] for a in served[0]] == [1], console
+    assert [a["metadata"]["serving_version"] for a in served[1]] == [first.runs[0].summary.pushed_version], console
     summary = second.runs[0].summary
     assert "sparse_categorical_accuracy" in summary.baseline_metrics
     assert summary.blessed is True and summary.pushed_path != first.runs[0].summary.pushed_path

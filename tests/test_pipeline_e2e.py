@@ -18,7 +18,7 @@ from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 pytestmark = pytest.mark.e2e
 
 ALL_COMPONENTS = {"Snapshot", "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
-                  "DriftGate", "Transform", "Trainer", "latest_blessed_model_resolver", "Evaluator", "Pusher"}
+                  "DriftGate", "Transform", "ServingModel", "Trainer", "Evaluator", "Pusher"}
 # Functions tf_keras adds to a SavedModel when it saves the model's call traces.
 KERAS_TRACES = ("layer_call_and_return_conditional_losses", "_wrapped_model")
 
@@ -78,17 +78,25 @@ def test_pushed_model_serves_raw_examples_accurately(pipeline_run):
     assert set(predicted) <= {b"Adelie", b"Chinstrap", b"Gentoo"}
 
 
-def test_second_run_is_served_from_cache(pipeline_run):
+def test_reruns_push_nothing_and_the_second_is_served_from_cache(pipeline_run):
     config, first, _ = pipeline_run
     versions = sorted(os.listdir(config.pipeline.serving_dir))
     second = run_local(config, stream=io.StringIO())
     states = {c.name: c.state for c in second.components}
-    # Nothing changed, so nothing runs again: the Evaluator's baseline is still the
-    # previous blessed model (none), not the cached candidate itself, and no new version is pushed.
-    for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator", "Pusher"):
+    # Nothing changed: the snapshot, the examples, Transform and the Trainer come from cache.
+    for name in ("Snapshot", "CsvExampleGen", "StatisticsGen", "Transform", "Trainer"):
         assert states[name] == "cached", states
-    assert second.pushed_path == first.pushed_path
+    # But the first run's push changed the model serving now (components/serving_model.py): the
+    # Evaluator compares the candidate with it, itself, and the Pusher finds it serving already.
+    for name in ("ServingModel", "Evaluator", "Pusher"):
+        assert states[name] == "ran", states
+    assert second.blessed is True and second.pushed_path is None
     assert sorted(os.listdir(config.pipeline.serving_dir)) == versions
     # ... and says so: this run pushed nothing (`pipeline run` exits 4).
     assert second.unchanged_version == first.pushed_version and first.unchanged_version is None
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id
+    # The same serving version again: now everything is served from cache, and still nothing is pushed.
+    third = run_local(config, stream=io.StringIO())
+    assert {c.state for c in third.components} == {"cached"}, third.components
+    assert third.unchanged_version == first.pushed_version and third.pushed_path is None
+    assert sorted(os.listdir(config.pipeline.serving_dir)) == versions

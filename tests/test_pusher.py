@@ -1,8 +1,8 @@
 """components/pusher.py's executor: a blessed candidate byte-identical to the serving version is not pushed,
 and every version it publishes gets its training-data record first (components/training_record.py).
 
-(A plain rerun no longer reaches this check, its Pusher is served from cache: components/baseline.py.
-A retrained, bit-identical model, e.g. with caching off, does.)"""
+(The first plain rerun after a push reaches this check: its cached candidate is the model serving now,
+components/serving_model.py. So does a retrained, bit-identical model, e.g. with caching off.)"""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_report_shows_what_the_run_recorded(report):
     evaluation = _section(page, "evaluation")
     assert f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>" in evaluation
     assert f"&ge; {config.evaluator.lower_bound:.4g}" in evaluation
-    assert "<b>Blessed</b>" in evaluation and "no blessed baseline yet" in evaluation
+    assert "<b>Blessed</b>" in evaluation and "no model was serving yet" in evaluation
     assert summary.pushed_path in evaluation
     assert summary.snapshot_digest and summary.snapshot_digest in _section(page, "snapshot")
 

@@ -61,16 +61,17 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     # One version, and beside it (under a name TF Serving ignores) its training-data record only.
     assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [RECORDS_DIR, versions(serving)[0].name]
     assert os.listdir(os.path.join(serving, RECORDS_DIR)) == [versions(serving)[0].name]
-    # The second run decided against the first run's model: nothing had changed, so its Trainer,
-    # Evaluator and Pusher were the first run's executions from cache (components/baseline.py),
-    # and its candidate, the model the first pushed, was not pushed again.
+    # The second run decided against the first run's model: nothing had changed, so its Trainer was the
+    # first run's execution from cache; the model serving now was the first run's push, so the Evaluator
+    # compared the candidate with itself (components/serving_model.py) and the Pusher, finding it
+    # byte-identical to the serving version, did not push it again.
     later = summarize(config.pipeline.metadata_path, config.pipeline.name)
-    assert {n: later.component(n).state for n in ("Trainer", "Evaluator", "Pusher")} == dict.fromkeys(
-        ("Trainer", "Evaluator", "Pusher"), "cached")
+    assert {n: later.component(n).state for n in ("Trainer", "ServingModel", "Evaluator", "Pusher")} == {
+        "Trainer": "cached", "ServingModel": "ran", "Evaluator": "ran", "Pusher": "ran"}
     assert later.blessed is True and later.unchanged_version == versions(serving)[0].name
     reader = mlmd.Reader.open(config.pipeline.metadata_path)
-    [push] = [a for a in reader.artifacts_of_type("PushedModel") if mlmd.properties(a).get("pushed") == 1]
-    assert later.output("Pusher", "PushedModel").id == push.id
+    assert len([a for a in reader.artifacts_of_type("PushedModel") if mlmd.properties(a).get("pushed") == 1]) == 1
+    assert mlmd.properties(reader.artifact(later.output("Pusher", "PushedModel").id))["pushed"] == 0
     # Same inputs, but a model serves now that did not when the first run's gate ran: the gate ran again
     # against that version's training-data record instead of being a stale cache hit (components/drift_gate.py).
     assert later.component("DriftGate").state != "cached"

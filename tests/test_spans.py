@@ -74,22 +74,20 @@ def test_config_rejects_bad_selections(bad):
 
 def test_window_2_of_four_spans_snapshots_exactly_spans_3_and_4(tmp_path):
     """The Snapshot step's executor, run as TFX runs it, on a source that gains a span between runs."""
-    from tfx.types import standard_artifacts
-
-    from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, DatasetSnapshot
+    from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot, snapshot_dir
 
     src = _spans(tmp_path / "src", "span-1", "span-2", "span-3", "span-4")
-    snapshot, data_uri = DatasetSnapshot(), standard_artifacts.String()
+    snapshot = DatasetSnapshot()
     snapshot.uri = str(tmp_path / "artifact")
     Path(snapshot.uri).mkdir()
-    data_uri.uri = str(tmp_path / "data_uri")
-    SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot], DATA_URI_KEY: [data_uri]},
+    SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot]},
                           {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SPANS: "window(2)"})
     assert snapshot.get_string_custom_property(SPANS) == "span-3,span-4"
     manifest = json.loads((Path(snapshot.uri) / store.MANIFEST).read_text())
     assert manifest["spans"] == ["span-3", "span-4"]
     assert sorted(f["path"] for f in manifest["files"]) == ["span-3/data.csv", "span-4/data.csv"]
-    assert sorted(p.relative_to(data_uri.value).as_posix() for p in Path(data_uri.value).rglob("*.csv")) == [
+    data_dir = Path(snapshot_dir(snapshot)) / store.DATA_DIR
+    assert sorted(p.relative_to(data_dir).as_posix() for p in data_dir.rglob("*.csv")) == [
         "span-3/data.csv", "span-4/data.csv"]
 
 
@@ -141,11 +139,9 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
     """data.skip_when_no_new_span: the property the DAG's condition reads (pipeline/dag/conditions.py), and the
     local cache key, which must change when a version starts serving."""
     from tfx.orchestration.portable import data_types
-    from tfx.types import standard_artifacts
 
     from components.snapshot import newness
     from components.snapshot.component import (
-        DATA_URI_KEY,
         FINGERPRINT,
         SERVING_DIR,
         SKIP_WHEN_NO_NEW_SPAN,
@@ -159,10 +155,10 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
              SERVING_DIR: str(serving), SKIP_WHEN_NO_NEW_SPAN: 1}
 
     def run(**changes) -> tuple[dict, str]:
-        snapshot, data_uri = DatasetSnapshot(), standard_artifacts.String()
-        snapshot.uri, data_uri.uri = str(tmp_path / "artifact"), str(tmp_path / "data_uri")
+        snapshot = DatasetSnapshot()
+        snapshot.uri = str(tmp_path / "artifact")
         Path(snapshot.uri).mkdir(exist_ok=True)
-        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot], DATA_URI_KEY: [data_uri]}, {**props, **changes})
+        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot]}, {**props, **changes})
         key = SnapshotDriver(None).run(data_types.ExecutionInfo(exec_properties={**props, **changes}))
         return ({k: snapshot.get_custom_property(k) for k in newness.Newness(True).properties()},
                 key.exec_properties[FINGERPRINT].string_value)

@@ -318,3 +318,24 @@ def test_conditions_that_do_not_fit_one_group_are_refused_naming_the_task(tasks,
             "components": {"c": {"executorLabel": "e", "outputDefinitions": {"artifacts": {"o": {}}}}}}
     with pytest.raises(ConditionGroupError, match=error):
         group_conditions(spec)
+
+
+@pytest.mark.parametrize("overrides", [(), ("data.spans=window(2)", "trainer.warm_start=true")],
+                         ids=["shipped", "spans-warm-start"])
+def test_example_gen_reads_the_snapshot_artifact_and_the_baseline_is_the_model_serving_now(overrides):
+    """No dynamic execution property (TFX 1.16 compiles one into a reference to a task that does not exist,
+    which the spec rules refuse: tests/test_dryrun_rules.py) and no resolver task."""
+    from pipeline.vertex.condition_group import channel
+    from pipeline.vertex.dryrun import spec as spec_model
+
+    pipeline = spec_model.read(json.loads(compiled_template(*overrides).read_text())["pipelineSpec"])
+    tasks = {t.name: t for t in pipeline.tasks()}
+    example_gen = tasks["CsvExampleGen"]
+    assert "input_base" not in example_gen.inputs("parameters")
+    snapshot = example_gen.inputs("artifacts")["snapshot"]
+    assert snapshot in ({"taskOutputArtifact": {"producerTask": "Snapshot", "outputArtifactKey": "snapshot"}},
+                        {"componentInputArtifact": channel("Snapshot", "snapshot")}), snapshot
+    serving = {"producerTask": "ServingModel", "outputArtifactKey": "model"}
+    assert tasks["Evaluator"].inputs("artifacts")["baseline_model"]["taskOutputArtifact"] == serving
+    base = tasks["Trainer"].inputs("artifacts").get("base_model", {}).get("taskOutputArtifact")
+    assert base == (serving if "trainer.warm_start=true" in overrides else None)

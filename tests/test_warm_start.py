@@ -116,3 +116,36 @@ def test_changed_vocabularies_are_named(tmp_path):
 def test_no_base_model_is_a_cold_start(base):
     root, d, _ = base
     assert warm_start(_model(), None, str(root / "assets")) is False
+
+
+def _serving_model(serving, out):
+    """The Trainer's base_model as the pipeline hands it over: components/serving_model.py's artifact, read
+    by TFX's Trainer executor at path_utils.serving_model_path (fn_args.base_model)."""
+    from tfx.types import standard_artifacts
+    from tfx.utils import path_utils
+
+    from components.serving_model import SERVING_DIR, ServingModelExecutor
+
+    model = standard_artifacts.Model()
+    model.uri = str(out)
+    out.mkdir()
+    ServingModelExecutor().Do({}, {"model": [model]}, {SERVING_DIR: str(serving)})
+    return path_utils.serving_model_path(model.uri, path_utils.is_old_model_artifact(model))
+
+
+def test_warm_start_from_the_model_serving_now(base, tmp_path, caplog):
+    """The serving version, not any other model: published to a serving dir, found there, copied, restored."""
+    from components import serving_dir
+
+    root, d, base_dir = base
+    nothing = _serving_model(tmp_path / "serving", tmp_path / "empty")
+    caplog.set_level(logging.INFO, logger="trainer.warm_start")
+    assert warm_start(_model(), nothing, str(root / "assets")) is False
+    assert "no model serving yet" in caplog.text
+
+    serving_dir.publish(base_dir, str(tmp_path / "serving"), 7)
+    model = _model()
+    assert warm_start(model, _serving_model(tmp_path / "serving", tmp_path / "copy"), str(root / "assets")) is True
+    expected = _model()
+    assert restore_weights(expected, base_dir) is None
+    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(model.variables, expected.variables))

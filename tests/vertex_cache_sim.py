@@ -14,14 +14,13 @@ How a run goes, task by task in DAG order:
   earlier execution that had caching on. A hit's outputs are that execution's
   artifacts (same names) and output parameters.
 - A task that executes makes new output artifacts (new names, like MLMD ids).
-- Snapshot, executing, copies the source to <snapshots_root>/<digest>/data and
-  outputs that path as data_uri; a digest's directory is written once.
-- A task with a pre-cache-check (file-based ExampleGen's TFX driver) gets the
-  input files' fingerprint as a parameter before the lookup, as on Vertex.
-- Resolvers return the latest blessed model and blessing. Vertex does not
-  document how it caches resolvers; if caching is on for one, the model keys it
-  by its inputs alone (it has no container), which is what makes it stale.
-- The Evaluator blesses every model it evaluates (enough to feed the resolvers).
+- Snapshot, executing, copies the source to <snapshots_root>/<digest>/data; a
+  digest's directory is written once. Its DatasetSnapshot artifact records it.
+- The ServingModel copies the version serving now (`World.serving`) into a new
+  artifact; the Pusher makes the model it pushes the serving one.
+- A producer task must be a task of the DAG, as the KFP backend requires
+  (backend/src/v2/compiler/argocompiler/dag.go, "unknown producer task").
+- The Evaluator blesses every model it evaluates.
 """
 
 from __future__ import annotations
@@ -55,7 +54,9 @@ class World:
     source: str = ""
     files: dict[str, str] = dataclasses.field(default_factory=dict)  # path -> contents
     cache: dict[str, TaskRun] = dataclasses.field(default_factory=dict)  # fingerprint -> first execution
-    blessed: Optional[tuple[str, str]] = None  # (model, blessing) artifact names
+    serving: Optional[str] = None  # the model artifact the serving version was pushed from
+    snapshots: dict[str, str] = dataclasses.field(default_factory=dict)  # DatasetSnapshot artifact -> data dir
+    copies: dict[str, Optional[str]] = dataclasses.field(default_factory=dict)  # ServingModel artifact -> model
 
     def run(self, job: dict, enable_caching: Optional[bool] = None) -> dict[str, TaskRun]:
         """One PipelineJob run; `enable_caching` is aiplatform's run-level override."""
@@ -74,13 +75,11 @@ class World:
         component = spec["components"][task["componentRef"]["name"]]
         executor = cache_rule.task_executor(spec, task)
         container = executor.get("container", {})
-        inputs = {k: list(done[_producer(v["taskOutputArtifact"]["producerTask"])].outputs[
+        inputs = {k: list(done[v["taskOutputArtifact"]["producerTask"]].outputs[
             v["taskOutputArtifact"]["outputArtifactKey"]])
             for k, v in task.get("inputs", {}).get("artifacts", {}).items()}
-        parameters = {k: _parameter(v, done) for k, v in task.get("inputs", {}).get("parameters", {}).items()}
-        if "preCacheCheck" in container.get("lifecycle", {}):
-            parameters["input_fingerprint"] = _digest(self.files.get(parameters["input_base"], ""))
-            parameters["span"] = 0
+        parameters = {k: _parameter(v) for k, v in task.get("inputs", {}).get("parameters", {}).items()}
+        assert "lifecycle" not in container, f"{name}: Vertex would run a pre-cache-check hook this model lacks"
         outputs_spec = component.get("outputDefinitions", {})
         key = cache_rule.fingerprint(cache_rule.cache_key(
             input_artifact_names=inputs, input_parameter_values=parameters,
@@ -102,38 +101,27 @@ class World:
 
     def _execute(self, name: str, executor: dict, inputs: dict, parameters: dict, outputs: dict) -> dict:
         """The side effects and output parameters of the tasks that have any."""
-        if "resolver" in executor:
-            model, blessing = self.blessed or (None, None)
-            for key in outputs:
-                outputs[key] = [a for a in ([model] if key == "model" else [blessing]) if a]
-            return {}
+        assert "resolver" not in executor and "importer" not in executor, f"{name}: not modelled"
         if name == "Snapshot":
-            data_uri = f"{parameters['snapshots_root']}/{_digest(self.source)}/data"
-            self.files.setdefault(data_uri, self.source)
-            return {"data_uri": data_uri}
-        if name == "Evaluator":
-            self.blessed = (inputs["model"][0], outputs["blessing"][0])
+            data_dir = f"{parameters['snapshots_root']}/{_digest(self.source)}/data"
+            self.files.setdefault(data_dir, self.source)
+            self.snapshots[outputs["snapshot"][0]] = data_dir
+        if name == "ServingModel":
+            self.copies[outputs["model"][0]] = self.serving
+        if name == "Pusher":
+            self.serving = inputs["model"][0]
         return {}
-
-
-def _producer(name: str) -> str:
-    # TFX 1.16 names a dynamic parameter's producer "<id>_task" while the DAG
-    # keys the task "<id>" (docs: tfx-tpu-notes); either resolves to the task.
-    return name.removesuffix("_task")
 
 
 def _upstream(task: dict) -> set[str]:
     inputs = task.get("inputs", {})
     producers = {v["taskOutputArtifact"]["producerTask"] for v in inputs.get("artifacts", {}).values()}
-    producers |= {v["taskOutputParameter"]["producerTask"] for v in inputs.get("parameters", {}).values()
-                  if "taskOutputParameter" in v}
-    return {_producer(p) for p in producers} | set(task.get("dependentTasks", []))
+    assert not any("taskOutputParameter" in v for v in inputs.get("parameters", {}).values()), \
+        "output parameters are not modelled"
+    return producers | set(task.get("dependentTasks", []))
 
 
-def _parameter(value: dict, done: dict[str, TaskRun]) -> Any:
-    if "taskOutputParameter" in value:
-        ref = value["taskOutputParameter"]
-        return done[_producer(ref["producerTask"])].output_parameters[ref["outputParameterKey"]]
+def _parameter(value: dict) -> Any:
     constant = value["runtimeValue"]["constantValue"]
     if "intValue" in constant:
         return int(constant["intValue"])

@@ -66,7 +66,7 @@ class TrainerConfig(Section):
     checkpoint_dir: Optional[str] = None
     checkpoint_every_steps: int = Field(100, ge=1)
     checkpoints_to_keep: int = Field(3, ge=1)
-    # Start from the last blessed model's weights when vocabularies and shapes
+    # Start from the serving model's weights when vocabularies and shapes
     # match (trainer/warm_start.py); the pipeline passes that model to the Trainer.
     warm_start: bool = False
     # [start, stop) step window to capture with tf.profiler; empty: off.

@@ -31,7 +31,8 @@ class PreemptedError(RuntimeError):
 def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):
     if not cfg.warm_start:
         return None
-    # TFX hands the base_model channel (the last blessed model) over as its serving dir; None on a first run.
+    # TFX hands the base_model channel (the model serving now, components/serving_model.py) over as its
+    # Format-Serving dir; with nothing serving that artifact is empty and the dir holds no SavedModel.
     base = getattr(fn_args, "base_model", None)
     assets = os.path.join(tft_output.transform_savedmodel_dir, "assets")
     return lambda model: warm_start(model, base, assets)

@@ -1,4 +1,8 @@
-"""Warm start: begin from the last blessed model's weights when they still fit.
+"""Warm start: begin from the serving model's weights when they still fit.
+
+The base model is the model serving now (components/serving_model.py, the
+Trainer's base_model input). With nothing serving, that input is an empty
+artifact: its directory holds no SavedModel, and the run cold-starts.
 
 The weights fit when the vocabularies are the same (a category's one-hot
 column must mean the same category) and every variable has the same shape.
@@ -65,8 +69,8 @@ def restore_weights(model: tf_keras.Model, base_model_dir: str) -> Optional[str]
 
 def warm_start(model: tf_keras.Model, base_model_dir: Optional[str], transform_assets_dir: str) -> bool:
     """Try to start `model` from the base model; log what happened either way."""
-    if not base_model_dir:
-        log.info("warm start: no blessed model yet; cold start")
+    if not base_model_dir or not tf.io.gfile.exists(os.path.join(base_model_dir, "saved_model.pb")):
+        log.info("warm start: no model serving yet (%s holds no SavedModel); cold start", base_model_dir)
         return False
     why = vocabulary_mismatch(base_model_dir, transform_assets_dir) or restore_weights(model, base_model_dir)
     if why:

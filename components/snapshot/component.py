@@ -2,9 +2,9 @@
 
 It copies the mutable source into `<snapshots_root>/<digest>/` (or, pinned to
 a digest, checks that snapshot is intact) and emits a DatasetSnapshot artifact
-carrying the digest, plus the snapshot's data directory as a String.
-ExampleGen takes its input_base from that String, so it never reads the source
-itself, and MLMD links every downstream artifact to the snapshot and digest.
+carrying the digest and the snapshot's directory. ExampleGen takes that
+artifact as its input (components/example_gen.py), so it never reads the
+source itself, and MLMD links every downstream artifact to the snapshot and digest.
 For a source in span layout (`span-<N>/` or `YYYY-MM-DD/` subdirectories),
 the `spans` selection is applied here, at run time, and the snapshot, its
 manifest and its MLMD properties hold exactly the chosen spans (spans.py).
@@ -31,7 +31,7 @@ from tfx import types
 from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto.orchestration import driver_output_pb2
-from tfx.types import artifact, component_spec, standard_artifacts
+from tfx.types import artifact, component_spec
 from tfx.types.system_executions import Process
 
 from components import training_record
@@ -41,7 +41,8 @@ SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root"
 SPANS = "spans"
 MISSING_VALUES = "missing_values"
 SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN = "serving_dir", "skip_when_no_new_span"
-SNAPSHOT_KEY, DATA_URI_KEY = "snapshot", "data_uri"
+SNAPSHOT_KEY = "snapshot"
+SNAPSHOT_URI = "snapshot_uri"
 
 
 class DatasetSnapshot(artifact.Artifact):
@@ -76,11 +77,17 @@ class SnapshotSpec(types.ComponentSpec):
     INPUTS = {}
     OUTPUTS = {
         SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot),
-        # The snapshot's data dir as a plain String: the only kind of output
-        # Vertex can pass to a downstream execution property (input_base).
-        DATA_URI_KEY: component_spec.ChannelParameter(type=standard_artifacts.String),
     }
     TYPE_ANNOTATION = Process
+
+
+def snapshot_dir(snapshot: types.Artifact) -> str:
+    """The snapshot's directory, <snapshots_root>/<digest>, as the Snapshot step recorded it on the artifact."""
+    uri = snapshot.get_string_custom_property(SNAPSHOT_URI) if snapshot.has_custom_property(SNAPSHOT_URI) else ""
+    if not uri:
+        raise store.SnapshotError(f"the DatasetSnapshot at {snapshot.uri} has no {SNAPSHOT_URI} property: "
+                                  "it was not written by the Snapshot step")
+    return uri
 
 
 def spans_of(snapshot: types.Artifact) -> tuple[str, ...]:
@@ -131,7 +138,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property("digest", manifest.digest)
         out.set_int_custom_property("rows", manifest.rows)
         out.set_string_custom_property("source_uri", manifest.source_uri)
-        out.set_string_custom_property("snapshot_uri", manifest.uri)
+        out.set_string_custom_property(SNAPSHOT_URI, manifest.uri)
         out.set_string_custom_property("created", manifest.created)
         out.set_string_custom_property(SPANS, ",".join(manifest.spans))
         out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
@@ -140,7 +147,6 @@ class SnapshotExecutor(base_executor.BaseExecutor):
             (out.set_int_custom_property if isinstance(value, int) else out.set_string_custom_property)(name, value)
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
-        output_dict[DATA_URI_KEY][0].value = manifest.data_uri
 
 
 class Snapshot(base_component.BaseComponent):
@@ -155,4 +161,4 @@ class Snapshot(base_component.BaseComponent):
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
             spans=span_selection or None, missing_values=json.dumps(list(missing_values)),
             serving_dir=serving_dir or None, skip_when_no_new_span=int(skip_when_no_new_span),
-            snapshot=types.Channel(type=DatasetSnapshot), data_uri=types.Channel(type=standard_artifacts.String)))
+            snapshot=types.Channel(type=DatasetSnapshot)))

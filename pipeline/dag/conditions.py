@@ -42,4 +42,13 @@ def only_with_new_span(config: Config, snapshot: Snapshot) -> ContextManager:
     """`with` this around the components after the Snapshot."""
     if not checks_new_span(config):
         return contextlib.nullcontext()
-    return Cond(snapshot.outputs[SNAPSHOT_KEY].future()[0].custom_property(NEW_SPAN) == 1)
+    future = snapshot.outputs[SNAPSHOT_KEY].future()
+    # TFX 1.16's future() presets the key "_Snapshot.snapshot" (tfx/types/channel.py, OutputChannel.future).
+    # The Vertex compiler keeps a preset key for the first node it compiles
+    # (channel_utils.encode_placeholder_with_channels sets a key only where none is, then clears it) but adds
+    # that implicit input only to a node that does not read the channel already (step_builder.py,
+    # implicit_keys_map): ExampleGen, which reads the snapshot as "snapshot", got a condition on an input it
+    # lacks. Without the preset key each node's condition names the key it reads the snapshot under; the local
+    # compiler (node_inputs_compiler.py, _compile_conditionals) finds the key itself either way.
+    future.set_key(None)
+    return Cond(future[0].custom_property(NEW_SPAN) == 1)

@@ -1,5 +1,5 @@
 """The Evaluator's config: the task's main metric gated by the configured bounds and
-against the last blessed model, plus the task's other metrics for the record."""
+against the model serving now, plus the task's other metrics for the record."""
 
 from __future__ import annotations
 

@@ -101,16 +101,9 @@ def find_model(store: metadata_store.MetadataStore, ref: str,
 
 
 def _snapshots_behind(reader: mlmd.Reader, examples: Artifact) -> list[Artifact]:
-    """Snapshots ExampleGen read: its input is the snapshot's data dir, written by the Snapshot step
-    next to the snapshot artifact itself."""
-    found = []
-    for artifacts in reader.inputs(_producer(reader, examples)).values():
-        for artifact in artifacts:
-            made_by = reader.producer(artifact)
-            if made_by is not None:
-                found += [s for written in reader.outputs(made_by).values() for s in written
-                          if mlmd.is_snapshot(reader.type_name(s))]
-    return found
+    """Snapshots ExampleGen read: the DatasetSnapshot is its input (components/example_gen.py)."""
+    return [s for artifacts in reader.inputs(_producer(reader, examples)).values() for s in artifacts
+            if mlmd.is_snapshot(reader.type_name(s))]
 
 
 def trace(store: metadata_store.MetadataStore, model: Artifact, push: Optional[Artifact] = None) -> Lineage:

@@ -197,10 +197,10 @@ def _evaluation(s: RunSummary) -> str:
             bounds.append(f"change vs baseline &le; {t['change_absolute_max']:.2g}")
         value, base = s.metrics.get(name), s.baseline_metrics.get(name)
         rows.append((_e(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
-    table = _table(("metric", "candidate", "baseline (last blessed)", "threshold"), rows, escape=False)
+    table = _table(("metric", "candidate", "baseline (serving)", "threshold"), rows, escape=False)
     if s.blessed:
-        why = ("it met every threshold" + (" and did not regress against the last blessed model"
-                                           if s.baseline_metrics else "; there was no blessed baseline yet, "
+        why = ("it met every threshold" + (" and did not regress against the model serving now"
+                                           if s.baseline_metrics else "; no model was serving yet, "
                                            "so only the absolute thresholds applied"))
         verdict = f'<p class="ok"><b>Blessed</b>: {_e(why)}.</p>'
     else:

@@ -36,7 +36,7 @@ class RunSummary:
     run_id: str
     components: list[ComponentRun]
     metrics: dict[str, float]           # candidate's overall metrics
-    baseline_metrics: dict[str, float]  # last blessed model's, empty on a first run
+    baseline_metrics: dict[str, float]  # the serving model's, empty when nothing served
     blessed: Optional[bool]
     validation_failures: list[str]
     pushed_path: Optional[str]
@@ -115,8 +115,8 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.pushed_version = pushed.properties.get("pushed_version")
     pusher = summary.component("Pusher")
     if pushed is not None and pushed.properties.get("pushed") == 1 and pusher.state == "cached":
-        # A rerun with nothing changed (components/baseline.py): the Pusher's output is the push
-        # of an earlier run, so this run pushed nothing and that version still holds the candidate.
+        # A Pusher served from cache: its output is the push of an earlier run, so this run pushed
+        # nothing and that version still holds the candidate.
         summary.unchanged_version = summary.pushed_version
     elif pushed is not None and pushed.properties.get("pushed") != 1:
         summary.unchanged_version = pushed.properties.get(UNCHANGED_VERSION)

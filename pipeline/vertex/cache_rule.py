@@ -41,26 +41,32 @@ of the compiled spec):
   judge new data against a model that no longer serves, so it runs every time
   (its work is one span's statistics). Its snapshot input is new on every
   run anyway, but the rule must not rest on that.
-- Resolver (and importer) tasks query ML Metadata at run time. TFX compiles
-  them without cachingOptions (off); KFP's open-source backend does not
-  implement resolvers at all (backend/src/v2/compiler/argocompiler/argo.go:
-  "resolver not implemented yet") and Vertex does not document how it caches
-  them. Were the container rule applied, the blessing resolver (no inputs, no
-  container) would have one constant key: a hit forever, always returning the
-  first blessed model. So they stay off.
+- ServingModel copies the version serving now in pipeline.serving_dir
+  (components/serving_model.py): the Evaluator's baseline and the warm-start
+  base. Same fixed parameter in front of the same changing directory as the
+  DriftGate, and a driver keying the local cache that Vertex would not run;
+  a cached copy would judge candidates against a model that no longer serves.
+- Resolver and importer tasks would query ML Metadata at run time; the DAG
+  has none (the baseline is the ServingModel), but should one appear it is
+  never cached: a resolver has no inputs and no container, so the container
+  rule would give it one constant key, a hit forever.
 - Everything else is cached when pipeline.enable_cache is true.
 
 What that reuses: Snapshot executes every run, so its output *artifacts* are
-new each time and every reader of them misses. CsvExampleGen reads none: its
-only input is the *parameter* input_base = <snapshots_root>/<digest>/data,
-content-addressed, plus the file fingerprint its pre-cache-check driver adds.
-With the data unchanged it is a hit, and so is StatisticsGen, which reads
-only its examples. ImportSchemaGen's new Schema artifact makes
-ExampleValidator, Transform, the Trainer and the Evaluator rerun every time.
-With spans and data.skip_when_no_new_span, every task after the Snapshot
-also reads its DatasetSnapshot (the input of its trigger condition,
-pipeline/dag/conditions.py), so CsvExampleGen and StatisticsGen miss too:
-such a run either has a new span (new data, a miss anyway) or is skipped.
+new each time and every reader of them misses. That includes CsvExampleGen:
+it takes the DatasetSnapshot as its input artifact (components/example_gen.py;
+TFX's `input_base` parameter would have to be a dynamic execution property,
+which TFX 1.16 compiles into a reference to a task that does not exist), so on
+unchanged data ExampleGen and StatisticsGen run again on Vertex, where they
+used to be cache hits (their key was the content-addressed data dir). That
+costs little next to what reruns anyway: ImportSchemaGen's new Schema artifact
+already makes everything after them (ExampleValidator, Transform, the
+Trainer, the Evaluator, the Pusher) rerun every time, the Trainer being the
+bulk of a run; with Dataflow on, it is two more Beam jobs, each with its
+worker start-up. (With spans and data.skip_when_no_new_span, every task after
+the Snapshot read its DatasetSnapshot already, for its trigger condition.)
+Locally the Snapshot's driver keeps the snapshot a cache hit while the
+source is unchanged, so there ExampleGen and StatisticsGen are hits.
 """
 
 from __future__ import annotations
@@ -119,11 +125,14 @@ def _mutable_readers() -> dict[str, str]:
     from tfx.v1.components import ImportSchemaGen
 
     from components.drift_gate import DriftGate
+    from components.serving_model import ServingModel
     from components.snapshot.component import Snapshot
 
     return {
         name_utils.get_full_name(DriftGate.EXECUTOR_SPEC.executor_class):
             "reads the serving model's training-data record in pipeline.serving_dir, which every push changes",
+        name_utils.get_full_name(ServingModel.EXECUTOR_SPEC.executor_class):
+            "copies the model serving now from pipeline.serving_dir, which every push changes",
         name_utils.get_full_name(Snapshot.EXECUTOR_SPEC.executor_class):
             "reads data.input_dir, which changes behind the same URI",
         name_utils.get_full_name(ImportSchemaGen.EXECUTOR_SPEC.executor_class):
@@ -143,7 +152,7 @@ def never_cached(pipeline_spec: Mapping[str, Any], task: Mapping[str, Any]) -> O
     """Why this task must never be a cache hit, or None if its cache key covers everything it reads."""
     executor = task_executor(pipeline_spec, task)
     if "resolver" in executor or "importer" in executor:
-        return "queries ML Metadata at run time (the latest blessed model)"
+        return "queries ML Metadata at run time"
     args = executor.get("container", {}).get("args", [])
     if "--executor_class_path" in args:
         return _mutable_readers().get(args[args.index("--executor_class_path") + 1])

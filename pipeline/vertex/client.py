@@ -100,7 +100,7 @@ def build_job(config: Config, template: str, enable_caching: Optional[bool] = No
 
     `enable_caching` None keeps each task's compiled caching option (the rule
     in cache_rule.py); True or False makes aiplatform overwrite every task's,
-    Snapshot's and the resolvers' included.
+    Snapshot's and the ServingModel's included.
     """
     from google.cloud import aiplatform
 
@@ -121,6 +121,6 @@ def cache_override_note(enable_caching: Optional[bool]) -> Optional[str]:
     if enable_caching is None:
         return None
     if enable_caching:
-        return ("note: --cache turns caching on for every task, Snapshot, ImportSchemaGen and the model "
-                "resolvers included: the run may reuse an old data snapshot, schema and baseline model")
+        return ("note: --cache turns caching on for every task, Snapshot, ImportSchemaGen and ServingModel "
+                "included: the run may reuse an old data snapshot, schema and baseline model")
     return "note: --no-cache turns caching off for every task: everything reruns"

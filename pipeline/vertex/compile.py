@@ -2,8 +2,8 @@
 
 KubeflowV2DagRunner only serialises the DAG: components name their functions
 by import path (the code is in the image), so nothing is uploaded and no
-cloud API is called. It supports the LatestBlessedModelStrategy resolver we
-use; InfraValidator and other resolver strategies would fail here.
+cloud API is called. The DAG has no resolver (the baseline is the ServingModel
+task); InfraValidator and most resolver strategies would fail here.
 
 TFX writes a `Cond` as the same trigger condition on every task in it; the
 spec written here has those tasks in one sub-DAG task that carries the

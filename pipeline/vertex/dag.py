@@ -10,11 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfx.components import Trainer
-from tfx.dsl.components.common.resolver import Resolver
-from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
-from tfx.types import BaseChannel, Channel, standard_artifacts
 
-from components.baseline import CANDIDATE_KEY, PreviousBlessedModelStrategy
 from pipeline.config import Config, join
 from pipeline.errors import ConfigError
 from pipeline.vertex.presets import env_list
@@ -90,23 +86,6 @@ def trainer_strategy(config: Config) -> str:
         raise ConfigError(f"trainer.strategy={chosen!r} does not fit vertex.worker_pool (preset {pool.preset}, "
                           f"{pool.extra_workers} extra workers): use 'auto' or {expected!r}")
     return expected
-
-
-def make_baseline_resolver(config: Config, candidate: BaseChannel) -> Resolver:
-    """The Evaluator's baseline. Locally the candidate itself is left out (components/baseline.py),
-    so a rerun with nothing changed is served from cache; Vertex compiles only TFX's own strategy."""
-    channels = {"model": Channel(type=standard_artifacts.Model),
-                "model_blessing": Channel(type=standard_artifacts.ModelBlessing)}
-    if config.vertex:
-        return Resolver(strategy_class=LatestBlessedModelStrategy, **channels)
-    return Resolver(strategy_class=PreviousBlessedModelStrategy, **channels, **{CANDIDATE_KEY: candidate})
-
-
-def make_warm_start_resolver() -> Resolver:
-    """The Trainer's base model for trainer.warm_start: TFX's latest blessed model, on Vertex too.
-    (Not make_baseline_resolver's: that one reads the Trainer's own output, a cycle here.)"""
-    return Resolver(strategy_class=LatestBlessedModelStrategy, model=Channel(type=standard_artifacts.Model),
-                    model_blessing=Channel(type=standard_artifacts.ModelBlessing))
 
 
 def beam_pipeline_args(config: Config) -> list[str]:

@@ -1,0 +1,97 @@
+"""ServingModel: the model serving now, as a Model artifact: the Evaluator's baseline and the warm-start base.
+
+A candidate must beat the model users get now, and a warm start starts from
+it, so both are that model, not "the latest blessed one" in ML Metadata: a
+blessed model may never have been pushed (the Pusher found it identical, a
+later step failed), TFX's resolver query on Vertex has no pipeline filter, and
+the open-source KFP backend runs no resolver tasks at all. The version serving
+now is found in pipeline.serving_dir at run time, through its training-data
+record (components/training_record.py, `serving_record`), the same way
+locally and on Vertex, where the drift gate finds its baseline.
+
+The executor copies that version's SavedModel into its own output artifact
+(`<uri>/Format-Serving`, where TFX's Trainer puts a model): TFX's publisher
+refuses an executor changing an output artifact's URI, so it cannot point at
+the serving dir or at the Trainer's artifact. The artifact records the
+version (`serving_version`) and, when the version has a record, the Trainer
+artifact it was pushed from (`model_uri`). With nothing serving (a first run)
+it is marked `empty=1` and holds no model: the Evaluator then evaluates
+without a baseline (components/evaluator.py) and the Trainer cold-starts
+(trainer/warm_start.py).
+
+Caching. It reads mutable state behind a fixed path, like the drift gate:
+locally its driver puts the serving version into the `serving_version`
+execution property, part of the cache key, so a push makes the next run copy
+the new version and every reader of it (Evaluator, and with warm start the
+Trainer) run again; on Vertex, which runs no custom drivers, the compiled
+spec never caches it (pipeline/vertex/cache_rule.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tfx import types
+from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
+from tfx.proto.orchestration import driver_output_pb2
+from tfx.types import artifact_utils, component_spec, standard_artifacts
+from tfx.utils import io_utils, path_utils
+
+from components import training_record
+
+SERVING_DIR, SERVING_VERSION, MODEL_KEY = "serving_dir", "serving_version", "model"
+EMPTY, MODEL_URI = "empty", "model_uri"
+
+
+def is_empty(model: types.Artifact) -> bool:
+    """Whether a Model artifact is this component's "nothing serving" output."""
+    return model.has_custom_property(EMPTY) and model.get_int_custom_property(EMPTY) == 1
+
+
+class ServingModelSpec(types.ComponentSpec):
+    PARAMETERS = {
+        # The directory TF Serving watches (pipeline.serving_dir).
+        SERVING_DIR: component_spec.ExecutionParameter(type=str),
+        # Set by the driver at run time (local runs): part of the cache key, see the module docstring.
+        SERVING_VERSION: component_spec.ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {}
+    OUTPUTS = {MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model)}
+
+
+class ServingModelDriver(base_driver.BaseDriver):
+    def run(self, execution_info) -> driver_output_pb2.DriverOutput:
+        result = driver_output_pb2.DriverOutput()
+        result.exec_properties[SERVING_VERSION].string_value = training_record.serving_key(
+            execution_info.exec_properties[SERVING_DIR])
+        return result
+
+
+class ServingModelExecutor(base_executor.BaseExecutor):
+    def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
+           exec_properties: dict[str, Any]) -> None:
+        base = exec_properties[SERVING_DIR]
+        model = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
+        current, record = training_record.serving_record(base)
+        if current is None:
+            logging.info("serving model: none in %s yet; no baseline, no warm start", base)
+            model.set_int_custom_property(EMPTY, 1)
+            return
+        io_utils.copy_dir(current.path, path_utils.serving_model_dir(model.uri))
+        model.set_int_custom_property(EMPTY, 0)
+        model.set_string_custom_property(SERVING_VERSION, current.name)
+        if record is not None:
+            model.set_string_custom_property(MODEL_URI, record.model_uri)
+        logging.info("serving model: version %s (%s)", current.name,
+                     record.describe() if record else "pushed before training-data records were kept")
+
+
+class ServingModel(base_component.BaseComponent):
+    SPEC_CLASS = ServingModelSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(ServingModelExecutor)
+    DRIVER_CLASS = ServingModelDriver
+
+    def __init__(self, serving_dir: str):
+        super().__init__(ServingModelSpec(serving_dir=serving_dir,
+                                          model=types.Channel(type=standard_artifacts.Model)))
