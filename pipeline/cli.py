@@ -11,8 +11,6 @@ from pipeline.errors import (
     EXIT_BAD_CONFIG,
     EXIT_BUSY,
     EXIT_FAILED,
-    EXIT_NOT_PUSHED,
-    EXIT_NOTHING_NEW,
     EXIT_OK,
     CommandFailed,
     ConfigError,
@@ -119,11 +117,9 @@ def _vertex_command(name: str):
 
 def cmd_run(config, args) -> int:
     from pipeline.local_runner import run_local
+    from pipeline.runs.summary import exit_code
 
-    summary = run_local(config)
-    if summary.nothing_new or summary.unchanged_version:
-        return EXIT_NOTHING_NEW
-    return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
+    return exit_code(run_local(config))
 
 
 def cmd_report(config, args) -> int:
