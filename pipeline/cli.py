@@ -93,8 +93,9 @@ def _add_vertex_commands(sub) -> None:
         p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
         _add_config_args(p)
         p.set_defaults(config="configs/vertex.yaml")
-        if p is not preflight:
-            p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+        p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+    preflight.add_argument("--spec", metavar="FILE", help="check this compiled spec (what `compile` wrote) "
+                           "instead of compiling the config to --output")
     for p in (preflight, submit, schedule):
         p.add_argument("--preflight-endpoint", metavar="URL",
                        help="send the preflight's Google API calls to this local emulator (tests)")
