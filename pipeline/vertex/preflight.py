@@ -67,12 +67,14 @@ class Submission:
     job: dict[str, Any]  # the PipelineJob as the REST API gets it: pipelineSpec, runtimeConfig, serviceAccount...
 
 
-def submission(config: Config, template: str | os.PathLike, credentials=None) -> Submission:
-    """The job submit would send for `template`: client.build_job, run as vertex.service_account (submit passes
-    it to aiplatform's PipelineJob.submit, which sets it on the job before sending it)."""
+def submission(config: Config, template: str | os.PathLike, credentials=None,
+               enable_caching: Optional[bool] = None) -> Submission:
+    """The job submit would send for `template` (with its --cache/--no-cache): client.build_job, run as
+    vertex.service_account (submit passes it to aiplatform's PipelineJob.submit, which sets it on the job
+    before sending it; schedule create passes it to create_schedule)."""
     from pipeline.vertex.client import build_job
 
-    job = build_job(config, str(template), credentials=credentials).to_dict()
+    job = build_job(config, str(template), enable_caching, credentials=credentials).to_dict()
     job["serviceAccount"] = config.vertex.service_account
     return Submission(config, Path(template), job)
 
@@ -261,10 +263,11 @@ CHECKS: list[tuple[str, Check]] = [
     ("images", _images), ("Dataflow network", _subnetwork), ("TPU quota", _tpu_quota)]
 
 
-def run(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None) -> list[Result]:
+def run(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None,
+        enable_caching: Optional[bool] = None) -> list[Result]:
     """Every check of CHECKS on the job `template` (a compiled spec) would become."""
     g = GoogleApis(config.vertex.project, endpoint)
-    sub = submission(config, template, credentials=g.credentials)
+    sub = submission(config, template, g.credentials, enable_caching)
     results = []
     for name, check in CHECKS:
         try:
@@ -274,12 +277,13 @@ def run(config: Config, template: str | os.PathLike, endpoint: Optional[str] = N
     return results
 
 
-def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None, skip: bool = False) -> None:
+def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None, skip: bool = False,
+           enable_caching: Optional[bool] = None) -> None:
     """What submit and schedule create run on the spec they compiled: print the checks, stop on a failure."""
     if skip:
         print("preflight: skipped (--skip-preflight)")
         return
-    results = run(config, template, endpoint)
+    results = run(config, template, endpoint, enable_caching)
     for result in results:
         print(result.line())
     failed = [r for r in results if r.status == FAIL]

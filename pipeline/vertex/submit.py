@@ -76,7 +76,7 @@ def cmd_submit(config: Config, args) -> int:
 
     init_client(config, args.api_endpoint)
     template = compile_pipeline(config, args.output)
-    ensure(config, template, args.preflight_endpoint, args.skip_preflight)
+    ensure(config, template, args.preflight_endpoint, args.skip_preflight, args.cache)
     if note := cache_override_note(args.cache):
         print(note, file=sys.stderr)
     job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)
