@@ -283,10 +283,7 @@ def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] 
     if skip:
         print("preflight: skipped (--skip-preflight)")
         return
-    results = run(config, template, endpoint, enable_caching)
-    for result in results:
-        print(result.line())
-    failed = [r for r in results if r.status == FAIL]
+    failed = _report(run(config, template, endpoint, enable_caching))
     if failed:
         raise CommandFailed(f"preflight: {len(failed)} check(s) failed (FAIL above); fix them, "
                             "or pass --skip-preflight to go ahead anyway")
@@ -308,10 +305,14 @@ def cmd_preflight(config: Config, args) -> int:
         from pipeline.vertex.compile import compile_pipeline
 
         template = compile_pipeline(config, args.output)
-    results = run(config, template, args.preflight_endpoint)
+    return EXIT_FAILED if _report(run(config, template, args.preflight_endpoint)) else EXIT_OK
+
+
+def _report(results: list[Result]) -> list[Result]:
+    """Print one line per result; return the failed ones."""
     for result in results:
         print(result.line())
-    return EXIT_FAILED if any(r.status == FAIL for r in results) else EXIT_OK
+    return [r for r in results if r.status == FAIL]
 
 
 def _short(e: Exception) -> str:
