@@ -11,8 +11,6 @@ from pipeline.errors import (
     EXIT_BAD_CONFIG,
     EXIT_BUSY,
     EXIT_FAILED,
-    EXIT_NOT_PUSHED,
-    EXIT_NOTHING_NEW,
     EXIT_OK,
     CommandFailed,
     ConfigError,
@@ -95,8 +93,9 @@ def _add_vertex_commands(sub) -> None:
         p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
         _add_config_args(p)
         p.set_defaults(config="configs/vertex.yaml")
-        if p is not preflight:
-            p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+        p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+    preflight.add_argument("--spec", metavar="FILE", help="check this compiled spec (what `compile` wrote) "
+                           "instead of compiling the config to --output")
     for p in (preflight, submit, schedule):
         p.add_argument("--preflight-endpoint", metavar="URL",
                        help="send the preflight's Google API calls to this local emulator (tests)")
@@ -119,11 +118,9 @@ def _vertex_command(name: str):
 
 def cmd_run(config, args) -> int:
     from pipeline.local_runner import run_local
+    from pipeline.runs.summary import exit_code
 
-    summary = run_local(config)
-    if summary.nothing_new or summary.unchanged_version:
-        return EXIT_NOTHING_NEW
-    return EXIT_OK if summary.pushed_path else EXIT_NOT_PUSHED
+    return exit_code(run_local(config))
 
 
 def cmd_report(config, args) -> int:

@@ -5,7 +5,8 @@ them into a message on stderr and an exit code. Lower layers raise their own
 types (e.g. components.snapshot.store.SnapshotError), which the CLI maps too.
 """
 
-# Exit codes a scheduler or CI can act on.
+# Exit codes a scheduler or CI can act on. A finished run's outcome becomes one in one place:
+# pipeline.runs.summary.exit_code (used by `run` and `dryrun`).
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_NOT_PUSHED = 0, 1, 2, 3
 # Nothing new: no span the serving model was not trained on (data.skip_when_no_new_span), or the
 # candidate is the model already serving, so nothing was pushed; not a failure, but not a new model.
@@ -15,7 +16,8 @@ EXIT_BUSY = 5
 
 
 class ConfigError(ValueError):
-    """A config value or argument is wrong; the message names the field and what is accepted. Exit 2."""
+    """The config or an argument asks for what we can't do (a wrong value, or a config the command does not
+    take); the message names the field or the reason, and what to do instead. Exit 2."""
 
 
 class CommandFailed(RuntimeError):

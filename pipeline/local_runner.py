@@ -13,7 +13,7 @@ from tfx.orchestration.pipeline import Pipeline
 
 from pipeline.config import Config, join
 from pipeline.data.checks import check_features
-from pipeline.errors import PipelineFailed
+from pipeline.errors import ConfigError, PipelineFailed
 from pipeline.pipeline import create_pipeline
 from pipeline.runs.history_page import write_history_page
 from pipeline.runs.lock import run_lock
@@ -25,8 +25,7 @@ from pipeline.runs.summary import RunSummary, format_summary, summarize
 def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     # Looked up per call, not bound at import: redirected stdout (tests, wrappers) must be honoured.
     stream = stream or sys.stdout
-    if config.pipeline.root_uri.startswith("gs://"):
-        raise ValueError("pipeline.root: a local run needs a local directory, not a gs:// URI")
+    _check_local(config)
     # Before anything is written: a features section that can't fit the data stops here.
     resolved = check_features(config)
     if resolved is not None:
@@ -44,6 +43,19 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
         # (pipeline/dag/conditions.py); the summary reports it (RunSummary.nothing_new).
         pipeline = create_pipeline(config, metadata_path=config.pipeline.metadata_path)
         return _run(config, pipeline, log_file, stream)
+
+
+def _check_local(config: Config) -> None:
+    """`run` runs the DAG on this machine; a Vertex config's paths are in the bucket Vertex runs in."""
+    if config.vertex is not None:
+        raise ConfigError(f"this is a Vertex AI config (it has a vertex section; pipeline.root is "
+                          f"{config.pipeline.root_uri}): Vertex runs it, `run` does not. With the same --config, "
+                          "`python -m pipeline dryrun` (make dryrun) runs its compiled spec on this machine as Vertex "
+                          "would, and `python -m pipeline submit` (make submit) runs it on Vertex AI; `run` takes a "
+                          "local config such as configs/local.yaml")
+    if config.pipeline.root_uri.startswith("gs://"):
+        raise ConfigError(f"pipeline.root is {config.pipeline.root_uri}: a local run needs a local directory, "
+                          "not a gs:// URI")
 
 
 def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> RunSummary:

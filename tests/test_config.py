@@ -62,3 +62,13 @@ def test_cli_rejects_bad_config_before_running_anything(tmp_path):
     assert result.returncode == 2
     assert "trainer.strategy" in result.stderr
     assert not any(tmp_path.iterdir()), "nothing may be written for a rejected config"
+
+
+def test_run_refuses_a_vertex_config_naming_the_commands_that_take_it():
+    # What a new user tries first: a config error (exit 2) that says what to run instead, not a traceback.
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--config", "configs/vertex.yaml"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "error: this is a Vertex AI config (it has a vertex section; pipeline.root is gs://" in result.stderr
+    assert "`python -m pipeline dryrun`" in result.stderr and "`python -m pipeline submit`" in result.stderr
+    assert "Traceback" not in result.stderr

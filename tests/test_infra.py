@@ -87,6 +87,24 @@ def test_pipeline_may_act_only_as_the_training_and_dataflow_accounts(tf):
     assert acts_as == {"${google_service_account.training.name}", "${google_service_account.dataflow.name}"}
 
 
+@pytest.mark.parametrize("overrides", [[], ["dataflow.enabled=false"], ["vertex.worker_pool.preset=tpu_v3"]])
+def test_terraform_enables_every_api_the_run_and_preflight_call(tf, overrides):
+    # The code's own lists: what the configured run calls (preflight's APIs check asks for these), and every
+    # API preflight may call (google_apis refuses others; test_preflight.py checks a full run calls exactly
+    # these). Adding a call to a new API without enabling it here fails.
+    from pipeline.vertex import google_apis
+    from pipeline.vertex.preflight import required_apis
+
+    config = load_config("configs/vertex.yaml", overrides)
+    wanted = set(required_apis(config)) | {google_apis.service(api) for api in google_apis.APIS}
+    assert wanted - set(tf["locals"]["apis"]) == set()
+
+
+def test_deployers_may_read_what_preflight_reads(tf):
+    # Service Usage's services.batchGet and consumerQuotaMetrics.get (serviceusage.services.get, .quotas.get).
+    assert "roles/serviceusage.serviceUsageViewer" in roles_of(tf, DEPLOYER, "${var.project_id}")
+
+
 def test_required_apis_and_variables(tf):
     apis = set(tf["locals"]["apis"])
     assert {"aiplatform.googleapis.com", "dataflow.googleapis.com", "artifactregistry.googleapis.com",

@@ -261,6 +261,25 @@ def test_schedule_create_no_cache_overrides_every_task_and_says_so(vertex, capsy
     assert "--no-cache turns caching off for every task" in err
 
 
+def test_preflight_checks_the_job_schedule_create_sends(vertex, preflight_apis, capsys, monkeypatch):
+    # What preflight's checks see (the seam for checks of the spec) is what Vertex gets, --no-cache included.
+    from pipeline.vertex import preflight
+
+    fake, args = vertex
+    seen = []
+    monkeypatch.setattr(preflight, "CHECKS", [*preflight.CHECKS, ("spec", lambda sub, g: seen.append(sub.job) or [])])
+    code, out, err = run(capsys, "schedule", "create", *with_preflight(args, preflight_apis[1]),
+                         "--cron", "0 3 * * 1", "--no-cache")
+    assert code == EXIT_OK, err
+    assert out.index("ok   APIs") < out.index("created ")
+    [request] = fake.sent("POST", SCHEDULES + "$")
+    sent, [checked] = request.body["createPipelineJobRequest"]["pipelineJob"], seen
+    assert checked["pipelineSpec"] == sent["pipelineSpec"]
+    assert not any(caching_options(checked["pipelineSpec"]).values())
+    assert {"runtimeConfig", "labels", "serviceAccount"} <= set(sent)
+    assert {key: checked.get(key) for key in sent} == sent  # every field Vertex got, as preflight saw it
+
+
 def test_schedule_lifecycle_list_pause_resume_delete(vertex, capsys):
     fake, args = vertex
     assert run(capsys, "schedule", "create", *args, "--cron", "0 3 * * 1")[0] == EXIT_OK

@@ -46,6 +46,7 @@ OBJECTS = f"//storage.googleapis.com/projects/_/buckets/{BUCKET}/objects/"
 PROJECT_RESOURCE = f"//cloudresourcemanager.googleapis.com/projects/{PROJECT}"
 IMAGES = "projects/my-gcp-project/locations/us-central1/repositories/penguin"
 SUBNET = f"projects/{PROJECT}/regions/us-central1/subnetworks/penguin-dataflow"
+TPU_V5E_QUOTA, TPU_V3_QUOTA = "custom_model_training_tpu_v5e", "custom_model_training_tpu_v3"
 
 
 def _account(email: str) -> str:
@@ -53,20 +54,20 @@ def _account(email: str) -> str:
 
 
 def terraformed():
-    """The project infra/terraform (iam.tf, network.tf) builds, for configs/vertex.yaml in the test project,
-    as tests/fake_google_apis.py serves it to preflight."""
+    """The project infra/terraform (main.tf, iam.tf, network.tf) builds, for configs/vertex.yaml in the test
+    project, as tests/fake_google_apis.py serves it to preflight: its APIs are Terraform's list."""
     from tests.fake_google_apis import Project
+    from tests.infra_support import load_terraform
 
     training_sa = vertex_config().vertex.training_service_account
     return Project(
         project=PROJECT,
-        enabled_apis={"aiplatform.googleapis.com", "storage.googleapis.com", "artifactregistry.googleapis.com",
-                      "iam.googleapis.com", "cloudresourcemanager.googleapis.com", "dataflow.googleapis.com",
-                      "compute.googleapis.com", "tpu.googleapis.com"},
+        enabled_apis=set(load_terraform()["locals"]["apis"]),
         buckets={BUCKET: "US-CENTRAL1"},
-        # A deployer: aiplatform.user, legacyBucketReader, serviceAccountUser on the pipeline account.
+        # A deployer: aiplatform.user, legacyBucketReader, serviceAccountUser on the pipeline account,
+        # serviceusage.serviceUsageViewer.
         caller={"storage.buckets.get", "aiplatform.pipelineJobs.create", "aiplatform.schedules.create",
-                "iam.serviceAccounts.actAs"},
+                "iam.serviceAccounts.actAs", "serviceusage.services.get", "serviceusage.quotas.get"},
         accounts={PIPELINE_SA, training_sa, DATAFLOW_SA},
         grants={
             (PIPELINE_SA, "storage.objects.create", OBJECTS),  # objectUser on the whole bucket
@@ -83,7 +84,8 @@ def terraformed():
         },
         images={f"{IMAGES}/packages/pipeline/tags/0.1.0", f"{IMAGES}/packages/pipeline-tpu/tags/0.1.0"},
         subnetworks={SUBNET: True},
-        tpu_types={"us-central1-a": {"v2-8", "v3-8"}, "us-central1-b": {"v5litepod-4", "v5litepod-8"},
-                   "europe-west4-a": {"v5litepod-4"}})
+        # Vertex AI custom-training TPU quota granted in two regions (new projects have 0).
+        quotas={f"aiplatform.googleapis.com/{TPU_V5E_QUOTA}": {"us-central1": 8, "europe-west4": 4},
+                f"aiplatform.googleapis.com/{TPU_V3_QUOTA}": {"us-central1": 8}})
 
 

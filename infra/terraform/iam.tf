@@ -262,3 +262,13 @@ resource "google_project_iam_member" "deployers_submit" {
   member     = each.value
   depends_on = [google_project_service.apis]
 }
+
+# Preflight reads which APIs are enabled and the Vertex AI TPU training quota
+# (serviceusage.services.get, serviceusage.quotas.get); read-only.
+resource "google_project_iam_member" "deployers_read_services" {
+  for_each   = toset(var.deployers)
+  project    = var.project_id
+  role       = "roles/serviceusage.serviceUsageViewer"
+  member     = each.value
+  depends_on = [google_project_service.apis]
+}

@@ -5,6 +5,10 @@
 
 locals {
   bucket_name = "${var.project_id}-${var.name}-pipeline"
+  # What the run calls (pipeline/vertex/preflight.py required_apis), what preflight calls
+  # (pipeline/vertex/google_apis.py APIS), Cloud Build (infra/cloudbuild.yaml), Logging (the
+  # jobs' logs) and Cloud TPU (TPUClusterResolver with trainer.tpu naming a TPU node);
+  # tests/test_infra.py checks the first two are here.
   apis = [
     "aiplatform.googleapis.com",
     "artifactregistry.googleapis.com",
@@ -14,6 +18,8 @@ locals {
     "dataflow.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
+    "policytroubleshooter.googleapis.com",
+    "serviceusage.googleapis.com",
     "storage.googleapis.com",
     "tpu.googleapis.com",
   ]

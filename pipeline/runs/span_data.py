@@ -53,11 +53,11 @@ def float_domains(schema: schema_pb2.Schema) -> dict[str, tuple[float, float]]:
 def pick_drift(floats: list[str], categories: list[str], numeric: Optional[str] = None,
                categorical: Optional[str] = None) -> Drift:
     if not floats or not categories:
-        raise ValueError("the features section needs a numeric FLOAT and a categorical feature to drift "
+        raise ConfigError("features: spans need a numeric FLOAT and a categorical model input to drift "
                          f"(numeric FLOAT: {floats or 'none'}; categorical: {categories or 'none'})")
     for name, pool in ((numeric, floats), (categorical, categories)):
         if name is not None and name not in pool:
-            raise ValueError(f"drift column {name!r} is not one of {pool}")
+            raise ConfigError(f"drift column {name!r} is not one of the features section's inputs {pool}")
     return Drift(numeric or floats[0], categorical or categories[0])
 
 

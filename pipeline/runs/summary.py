@@ -13,6 +13,7 @@ from google.protobuf import json_format
 
 from components.pusher import UNCHANGED_VERSION
 from pipeline.config import CHANGE_EPSILON, Config
+from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
 from pipeline.runs.retraining import nothing_new
@@ -73,6 +74,15 @@ class RunSummary:
     def snapshots(self) -> list[tuple[str, ArtifactInfo]]:
         """(component, artifact) for every dataset snapshot a component of this run wrote."""
         return [(name, a) for name, arts in self.outputs.items() for a in arts if mlmd.is_snapshot(a.type_name)]
+
+
+def exit_code(summary: Optional[RunSummary]) -> int:
+    """What a finished run exits with (pipeline/errors.py): pushed 0; nothing new (no new span, or the
+    candidate is the serving version) 4; otherwise not pushed (not blessed, or no summary) 3.
+    `run` and `dryrun` both exit with this."""
+    if summary is not None and (summary.nothing_new or summary.unchanged_version):
+        return EXIT_NOTHING_NEW
+    return EXIT_OK if summary is not None and summary.pushed_path else EXIT_NOT_PUSHED
 
 
 def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = None,

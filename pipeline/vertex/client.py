@@ -95,12 +95,14 @@ def check_bucket(config: Config) -> None:
                           "(see docs/vertex.md) or fix pipeline.root")
 
 
-def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None):
-    """The PipelineJob for a compiled template, with everything from config.
+def build_job(config: Config, template: str, enable_caching: Optional[bool] = None, job_id: Optional[str] = None,
+              credentials=None):
+    """The PipelineJob for a compiled template, with everything from config; what submit and schedules
+    send, and what preflight checks.
 
     `enable_caching` None keeps each task's compiled caching option (the rule
     in cache_rule.py); True or False makes aiplatform overwrite every task's,
-    Snapshot's and the ServingModel's included.
+    Snapshot's and the ServingModel's included. `credentials` None: aiplatform.init's (ADC).
     """
     from google.cloud import aiplatform
 
@@ -110,7 +112,8 @@ def build_job(config: Config, template: str, enable_caching: Optional[bool] = No
             pipeline_root=config.pipeline.pipeline_root,
             parameter_values=dict(config.vertex.parameter_values) or None,
             enable_caching=enable_caching,
-            labels=dict(config.vertex.labels) or None)
+            labels=dict(config.vertex.labels) or None,
+            project=config.vertex.project, location=config.vertex.region, credentials=credentials)
     except ValueError as e:
         # e.g. a parameter value whose name the compiled pipeline does not declare.
         raise ConfigError(f"vertex.parameter_values / labels rejected: {e}") from None

@@ -1,25 +1,36 @@
 """`python -m pipeline preflight`: catch a broken project before paying for a run.
 
 One line per check, `ok`, `FAIL` (with the fix) or `?` (could not be
-checked, and why). `submit` and `schedule create` run it first and stop on
-any FAIL (`--skip-preflight` skips it). The checks, in order:
+checked, and why). `submit` and `schedule create` run it on the spec they
+have just compiled and stop on any FAIL (`--skip-preflight` skips it);
+`preflight` alone compiles the config the same way (or takes `--spec`).
+Each check sees the Submission: the config and the PipelineJob submit would
+send (built by client.build_job, as submit builds it). The checks, in order
+(CHECKS; spec checks are appended there):
 - the APIs the configured run calls are enabled (Service Usage);
-- the pipeline bucket exists and the caller may read it, the caller may
-  start pipeline runs and act as vertex.service_account (testIamPermissions:
-  it answers for the caller only);
+- the pipeline bucket exists and you may read it (storage.buckets.get, which
+  submit's bucket check and aiplatform need); a 403 names the permission
+  Cloud Storage denied;
+- you may start pipeline runs and act as vertex.service_account
+  (testIamPermissions: it answers for the caller only);
 - each service account may do what its step needs (pipeline/vertex/access.py),
   asked of Policy Troubleshooter, which answers for another principal and
   evaluates the bucket's prefix conditions;
 - the images exist in Artifact Registry;
 - the Dataflow subnetwork has Private Google Access (Compute Engine);
-- the TPU type is offered in a zone of vertex.region (Cloud TPU's list,
-  which tracks where Vertex trains on TPUs; a "?" there is not a verdict).
+- Vertex AI's custom-training quota for the preset's TPU generation in
+  vertex.region covers the Trainer's cores (presets.py names the metric;
+  read from Service Usage's consumerQuotaMetrics).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+from urllib.parse import quote
 
 import requests
 from google.api_core import exceptions as gexc
@@ -28,8 +39,8 @@ from google.auth import exceptions as auth_exc
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError
 from pipeline.vertex import access, images
-from pipeline.vertex.google_apis import GoogleApis
-from pipeline.vertex.presets import cloud_tpu_type
+from pipeline.vertex.google_apis import GoogleApis, denied_permission, error_reason, service
+from pipeline.vertex.presets import cloud_tpu_type, tpu_cores
 
 OK, FAIL, UNKNOWN = "ok", "FAIL", "?"
 TERRAFORM = "infra/terraform's `terraform apply`"
@@ -48,14 +59,40 @@ class Result:
         return f"{self.status:<4} {self.check}: {self.detail}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """What preflight checks: the config, and the PipelineJob submit would create from the compiled spec."""
+    config: Config
+    template: Path
+    job: dict[str, Any]  # the PipelineJob as the REST API gets it: pipelineSpec, runtimeConfig, serviceAccount...
+
+
+def submission(config: Config, template: str | os.PathLike, credentials=None,
+               enable_caching: Optional[bool] = None) -> Submission:
+    """The job submit would send for `template` (with its --cache/--no-cache): client.build_job, run as
+    vertex.service_account (submit passes it to aiplatform's PipelineJob.submit, which sets it on the job
+    before sending it; schedule create passes it to create_schedule)."""
+    from pipeline.vertex.client import build_job
+
+    job = build_job(config, str(template), enable_caching, credentials=credentials).to_dict()
+    job["serviceAccount"] = config.vertex.service_account
+    return Submission(config, Path(template), job)
+
+
 def required_apis(config: Config) -> list[str]:
+    """The APIs the configured run calls, and who calls them: submit and schedules (aiplatform, and storage
+    for the bucket check); Vertex running the spec and the Trainer's CustomJob (aiplatform), pulling the
+    images (artifactregistry), acting as the run's service accounts (iam), checking the bucket's project
+    (cloudresourcemanager: aiplatform's bucket-squatting check); every step's reads and writes (storage);
+    with Dataflow, its jobs and their worker VMs (dataflow, compute). infra/terraform enables each."""
     apis = ["aiplatform", "storage", "artifactregistry", "iam", "cloudresourcemanager"]
     if config.dataflow is not None and config.dataflow.enabled:
         apis += ["dataflow", "compute"]
-    return [f"{a}.googleapis.com" for a in apis]
+    return [service(a) for a in apis]
 
 
-def _apis(config: Config, g: GoogleApis) -> list[Result]:
+def _apis(sub: Submission, g: GoogleApis) -> list[Result]:
+    config = sub.config
     project, wanted = config.vertex.project, required_apis(config)
     answer = g.get("serviceusage", f"/v1/projects/{project}/services:batchGet",
                    params={"names": [f"projects/{project}/services/{a}" for a in wanted]})
@@ -67,19 +104,27 @@ def _apis(config: Config, g: GoogleApis) -> list[Result]:
     return [Result(OK, "APIs", f"enabled: {', '.join(wanted)}")]
 
 
-def _bucket(config: Config, g: GoogleApis) -> list[Result]:
-    name = config.pipeline.root_uri[len("gs://"):].split("/", 1)[0]
-    bucket = g.storage().lookup_bucket(name)
+def _bucket(sub: Submission, g: GoogleApis) -> list[Result]:
+    name = sub.config.pipeline.root_uri[len("gs://"):].split("/", 1)[0]
+    check = f"bucket gs://{name}"
+    try:
+        # Cloud Storage's buckets.get needs storage.buckets.get: what submit's bucket check and aiplatform ask.
+        bucket = g.storage().lookup_bucket(name)
+    except gexc.Forbidden as e:
+        if error_reason(e) == "SERVICE_DISABLED":  # not a permission: the APIs check says what to enable
+            raise
+        permission = denied_permission(e, "storage.buckets.get")
+        return [Result(FAIL, check, f"you may not read it: Cloud Storage denied {permission} (403)",
+                       f"grant yourself {permission} on gs://{name}: roles/storage.legacyBucketReader "
+                       "(Terraform grants it to var deployers)")]
     if bucket is None:
-        return [Result(FAIL, f"bucket gs://{name}", "does not exist (pipeline.root)",
+        return [Result(FAIL, check, "does not exist (pipeline.root)",
                        f"create it with {TERRAFORM} or fix pipeline.root")]
-    if "storage.buckets.get" not in bucket.test_iam_permissions(["storage.buckets.get"]):
-        return [Result(FAIL, f"bucket gs://{name}", "you may not read it (storage.buckets.get)",
-                       "grant yourself roles/storage.legacyBucketReader on it (Terraform: var deployers)")]
-    return [Result(OK, f"bucket gs://{name}", f"exists ({bucket.location}), readable by you")]
+    return [Result(OK, check, f"exists ({bucket.location}), readable by you (storage.buckets.get)")]
 
 
-def _caller(config: Config, g: GoogleApis) -> list[Result]:
+def _caller(sub: Submission, g: GoogleApis) -> list[Result]:
+    config = sub.config
     project, sa = config.vertex.project, config.vertex.service_account
     wanted = ["aiplatform.pipelineJobs.create", "aiplatform.schedules.create"]
     granted = set(g.projects().test_iam_permissions(resource=f"projects/{project}", permissions=wanted).permissions)
@@ -96,7 +141,8 @@ def _caller(config: Config, g: GoogleApis) -> list[Result]:
     return results
 
 
-def _accounts(config: Config, g: GoogleApis) -> list[Result]:
+def _accounts(sub: Submission, g: GoogleApis) -> list[Result]:
+    config = sub.config
     by_account: dict[tuple[str, str], list[tuple[access.Need, str]]] = {}
     unavailable: Optional[str] = None
     for need in access.needs(config):
@@ -132,8 +178,8 @@ def _account_result(field: str, account: str, answers: list[tuple[access.Need, s
     return Result(OK, check, "may " + "; ".join(n.what for n, _ in answers))
 
 
-def _images(config: Config, g: GoogleApis) -> list[Result]:
-    results = []
+def _images(sub: Submission, g: GoogleApis) -> list[Result]:
+    config, results = sub.config, []
     for image in dict.fromkeys([config.vertex.pipeline_image, config.vertex.trainer_container_image]):
         ref = images.parse(image)
         if ref is None:
@@ -149,7 +195,8 @@ def _images(config: Config, g: GoogleApis) -> list[Result]:
     return results
 
 
-def _subnetwork(config: Config, g: GoogleApis) -> list[Result]:
+def _subnetwork(sub: Submission, g: GoogleApis) -> list[Result]:
+    config = sub.config
     flow = config.dataflow
     if flow is None or not flow.enabled:
         return []
@@ -170,50 +217,73 @@ def _subnetwork(config: Config, g: GoogleApis) -> list[Result]:
     return [Result(OK, check, "has Private Google Access")]
 
 
-def _tpu(config: Config, g: GoogleApis) -> list[Result]:
-    pool, region, project = config.vertex.worker_pool, config.vertex.region, config.vertex.project
-    tpu_type = cloud_tpu_type(pool.spec, pool.machine_spec)
-    if tpu_type is None:
+def _tpu_quota(sub: Submission, g: GoogleApis) -> list[Result]:
+    pool, region, project = sub.config.vertex.worker_pool, sub.config.vertex.region, sub.config.vertex.project
+    cores = tpu_cores(pool.spec, pool.machine_spec)
+    if cores is None:
         return []
-    zones = [loc["locationId"] for loc in g.get("tpu", f"/v2/projects/{project}/locations",
-                                                 params={"pageSize": 500}).get("locations", [])
-             if loc["locationId"].startswith(f"{region}-")]
-    for zone in sorted(zones):
-        try:
-            g.get("tpu", f"/v2/projects/{project}/locations/{zone}/acceleratorTypes/{tpu_type}")
-        except gexc.NotFound:
-            continue
-        return [Result(OK, f"TPU {tpu_type}", f"offered in {zone} (preset {pool.preset})")]
-    return [Result(FAIL, f"TPU {tpu_type}", f"offered in no zone of {region} (preset {pool.preset})",
-                   "set vertex.region to a region with it (TPU v5e: e.g. us-central1, europe-west4) or pick "
-                   "another vertex.worker_pool.preset")]
+    check = f"TPU {cloud_tpu_type(pool.spec, pool.machine_spec)} (preset {pool.preset})"
+    if pool.spec.training_quota is None:
+        return [Result(UNKNOWN, check, "no Vertex AI custom-training quota metric is known for it; not checked",
+                       f"see IAM & Admin > Quotas for Vertex AI TPU training in {region}")]
+    metric = f"aiplatform.googleapis.com/{pool.spec.training_quota}"
+    answer = g.get("serviceusage", f"/v1beta1/projects/{project}/services/aiplatform.googleapis.com/"
+                                   f"consumerQuotaMetrics/{quote(metric, safe='')}")
+    limit = regional_limit(answer, region)
+    if limit is None:
+        return [Result(UNKNOWN, check, f"{metric} has no limit for {region}; not checked")]
+    if 0 <= limit < cores:
+        return [Result(FAIL, check, f"the Trainer takes {cores} cores and {metric} allows {limit} in {region}",
+                       f"request more in IAM & Admin > Quotas ({pool.spec.training_quota}, region {region}), "
+                       "or set vertex.region to a region with quota (TPU v5e: e.g. us-central1, europe-west4)")]
+    allowed = "no limit" if limit < 0 else f"{limit}"
+    return [Result(OK, check, f"{metric} in {region}: {allowed}, the Trainer takes {cores} cores")]
 
 
-CHECKS: list[tuple[str, Callable[[Config, GoogleApis], list[Result]]]] = [
+def regional_limit(metric: dict, region: str) -> Optional[int]:
+    """The effective limit of a Service Usage ConsumerQuotaMetric in `region`: the lowest over its limits,
+    each from the bucket for the region or else its default bucket (a bucket without dimensions applies to
+    every region without its own; services.consumerQuotaMetrics.limits, QuotaBucket); -1 is unlimited."""
+    found = []
+    for limit in metric.get("consumerQuotaLimits", []):
+        buckets = limit.get("quotaBuckets", [])
+        own = [b for b in buckets if b.get("dimensions", {}).get("region") == region]
+        default = [b for b in buckets if not b.get("dimensions")]
+        bucket = (own or default or [None])[0]
+        if bucket is not None and "effectiveLimit" in bucket:
+            found.append(int(bucket["effectiveLimit"]))
+    bounded = [n for n in found if n >= 0]
+    return min(bounded) if bounded else (-1 if found else None)
+
+
+Check = Callable[[Submission, GoogleApis], list[Result]]
+# (name, check), in order. A check that raises one of _API_ERRORS reports "?" under its name.
+CHECKS: list[tuple[str, Check]] = [
     ("APIs", _apis), ("bucket", _bucket), ("you", _caller), ("service accounts", _accounts),
-    ("images", _images), ("Dataflow network", _subnetwork), ("TPU", _tpu)]
+    ("images", _images), ("Dataflow network", _subnetwork), ("TPU quota", _tpu_quota)]
 
 
-def run(config: Config, endpoint: Optional[str] = None) -> list[Result]:
+def run(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None,
+        enable_caching: Optional[bool] = None) -> list[Result]:
+    """Every check of CHECKS on the job `template` (a compiled spec) would become."""
     g = GoogleApis(config.vertex.project, endpoint)
+    sub = submission(config, template, g.credentials, enable_caching)
     results = []
     for name, check in CHECKS:
         try:
-            results.extend(check(config, g))
+            results.extend(check(sub, g))
         except _API_ERRORS as e:
             results.append(Result(UNKNOWN, name, f"could not check: {_short(e)}"))
     return results
 
 
-def ensure(config: Config, endpoint: Optional[str] = None, skip: bool = False) -> None:
-    """What submit and schedule create run first: print the checks, stop on a failure."""
+def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None, skip: bool = False,
+           enable_caching: Optional[bool] = None) -> None:
+    """What submit and schedule create run on the spec they compiled: print the checks, stop on a failure."""
     if skip:
         print("preflight: skipped (--skip-preflight)")
         return
-    results = run(config, endpoint)
-    for result in results:
-        print(result.line())
-    failed = [r for r in results if r.status == FAIL]
+    failed = _report(run(config, template, endpoint, enable_caching))
     if failed:
         raise CommandFailed(f"preflight: {len(failed)} check(s) failed (FAIL above); fix them, "
                             "or pass --skip-preflight to go ahead anyway")
@@ -222,10 +292,27 @@ def ensure(config: Config, endpoint: Optional[str] = None, skip: bool = False) -
 def cmd_preflight(config: Config, args) -> int:
     if config.vertex is None:
         raise ConfigError("preflight needs a vertex section in the config (see configs/vertex.yaml)")
-    results = run(config, args.preflight_endpoint)
+    if args.spec:
+        template = Path(args.spec)
+        try:
+            job = json.loads(template.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--spec {args.spec}: not a compiled spec ({e}); write one with "
+                              "`python -m pipeline compile`") from None
+        if not isinstance(job, dict) or "pipelineSpec" not in job:
+            raise ConfigError(f"--spec {args.spec}: no pipelineSpec in it; write one with `python -m pipeline compile`")
+    else:
+        from pipeline.vertex.compile import compile_pipeline
+
+        template = compile_pipeline(config, args.output)
+    return EXIT_FAILED if _report(run(config, template, args.preflight_endpoint)) else EXIT_OK
+
+
+def _report(results: list[Result]) -> list[Result]:
+    """Print one line per result; return the failed ones."""
     for result in results:
         print(result.line())
-    return EXIT_FAILED if any(r.status == FAIL for r in results) else EXIT_OK
+    return [r for r in results if r.status == FAIL]
 
 
 def _short(e: Exception) -> str:

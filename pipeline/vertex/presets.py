@@ -2,7 +2,7 @@
 and the accelerator the trainer must find or refuse to start.
 
 One table, read by pipeline/vertex/config.py (validation), dag.py (the
-Trainer's CustomJob spec) and preflight.py (is the TPU type offered here).
+Trainer's CustomJob spec) and preflight.py (does the TPU quota cover it).
 
 Sources for the runtime column:
 - TPU v5e runs TensorFlow only through the PJRT runtime (Cloud TPU lists only
@@ -15,6 +15,14 @@ Sources for the runtime column:
 - TPU v2/v3 use the StreamExecutor runtime, which finds libtpu.so on the
   default library path; the PJRT variables would switch them to PJRT, so
   their jobs get none.
+- Training quota: Vertex AI counts a custom-training TPU against a per-region
+  quota of aiplatform.googleapis.com per generation, in cores (v5e: one core
+  per chip, so a 2x2 slice takes 4; cloud-tpu TPU_V3 x 8 takes 8):
+  custom_model_training_tpu_v5e and custom_model_training_tpu_v3, as Google's
+  Model Garden notebooks look them up (GoogleCloudPlatform/vertex-ai-samples,
+  community-content/vertex_model_garden/model_oss/notebook_util/common_util.py,
+  get_resource_id and check_quota, which compare it with accelerator_count).
+  No source names TPU v2's, so preflight cannot check it.
 - GPU: TF 2.16 sees a GPU only with the CUDA libraries of tensorflow[and-cuda]
   (infra/docker/Dockerfile.gpu); the pipeline image has none and would train
   on CPU, so the gpu preset runs vertex.gpu_image.
@@ -42,17 +50,21 @@ class Preset:
     accelerator: Optional[Literal["tpu", "gpu"]]
     # Accelerator types this preset accepts as an override (prefix).
     accelerator_prefix: Optional[str] = None
-    # Cloud TPU's name for the generation (v5litepod-4, v3-8): what preflight looks up.
+    # Cloud TPU's name for the generation (v5litepod-4, v3-8): how preflight names the slice.
     tpu_generation: Optional[str] = None
+    # Vertex AI's custom-training quota metric for it (aiplatform.googleapis.com/<this>, per region, in cores).
+    training_quota: Optional[str] = None
 
 
 PRESETS: dict[str, Preset] = {
     # A TPU VM: topology, no accelerator fields.
     "tpu_v5e": Preset({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}, "trainer_image", PJRT_ENV,
-                      "tpu", tpu_generation="v5litepod"),
+                      "tpu", tpu_generation="v5litepod",
+                      training_quota="custom_model_training_tpu_v5e"),
     # The legacy "cloud-tpu" machine with 8 cores.
     "tpu_v3": Preset({"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 8},
-                     "trainer_image", {}, "tpu", accelerator_prefix="TPU_V3", tpu_generation="v3"),
+                     "trainer_image", {}, "tpu", accelerator_prefix="TPU_V3", tpu_generation="v3",
+                     training_quota="custom_model_training_tpu_v3"),
     "tpu_v2": Preset({"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
                      "trainer_image", {}, "tpu", accelerator_prefix="TPU_V2", tpu_generation="v2"),
     "gpu": Preset({"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1},
@@ -63,14 +75,19 @@ PRESETS: dict[str, Preset] = {
 PresetName = Literal[tuple(PRESETS)]  # type: ignore[valid-type]
 
 
-def cloud_tpu_type(preset: Preset, machine_spec: Mapping[str, Any]) -> Optional[str]:
-    """Cloud TPU's accelerator type for a TPU machine spec (v5litepod-4 for 2x2, v3-8), else None."""
+def tpu_cores(preset: Preset, machine_spec: Mapping[str, Any]) -> Optional[int]:
+    """The TPU cores a machine spec takes (what the training quota counts), None without a TPU."""
     if preset.tpu_generation is None:
         return None
-    if "tpu_topology" in machine_spec:
-        chips = math.prod(int(n) for n in machine_spec["tpu_topology"].split("x"))
-        return f"{preset.tpu_generation}-{chips}"
-    return f"{preset.tpu_generation}-{machine_spec['accelerator_count']}"
+    if "tpu_topology" in machine_spec:  # a TPU VM slice: its chips, one core each (v5e)
+        return math.prod(int(n) for n in machine_spec["tpu_topology"].split("x"))
+    return int(machine_spec["accelerator_count"])
+
+
+def cloud_tpu_type(preset: Preset, machine_spec: Mapping[str, Any]) -> Optional[str]:
+    """Cloud TPU's accelerator type for a TPU machine spec (v5litepod-4 for 2x2, v3-8), else None."""
+    cores = tpu_cores(preset, machine_spec)
+    return None if cores is None else f"{preset.tpu_generation}-{cores}"
 
 
 def env_list(env: Mapping[str, str]) -> list[dict[str, str]]:

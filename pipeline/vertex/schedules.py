@@ -143,8 +143,8 @@ def cmd_schedule(config: Config, args) -> int:
         # Checked before the compile, which takes seconds.
         cron, start, end = schedule_settings(args.cron, args.start_time, args.end_time,
                                              args.max_concurrent_runs, args.max_run_count)
-        ensure(config, args.preflight_endpoint, args.skip_preflight)
         template = compile_pipeline(config, args.output)
+        ensure(config, template, args.preflight_endpoint, args.skip_preflight, args.cache)
         if note := cache_override_note(args.cache):
             print(note, file=sys.stderr)
         schedule = create(config, template, args.display_name or f"{config.pipeline.name}-retraining",

@@ -1,4 +1,4 @@
-"""`python -m pipeline submit`: preflight, compile, check the bucket, start a
+"""`python -m pipeline submit`: compile, preflight, check the bucket, start a
 Vertex AI PipelineJob, and optionally follow it to the end (client set-up and
 errors: client.py; the checks: preflight.py).
 """
@@ -75,8 +75,8 @@ def cmd_submit(config: Config, args) -> int:
     from pipeline.vertex.preflight import ensure
 
     init_client(config, args.api_endpoint)
-    ensure(config, args.preflight_endpoint, args.skip_preflight)
     template = compile_pipeline(config, args.output)
+    ensure(config, template, args.preflight_endpoint, args.skip_preflight, args.cache)
     if note := cache_override_note(args.cache):
         print(note, file=sys.stderr)
     job = submit(config, template, enable_caching=args.cache, job_id=args.job_id)

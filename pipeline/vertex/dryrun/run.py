@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Optional, TextIO
 
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
-from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK, ConfigError, PipelineFailed
+from pipeline.errors import ConfigError, PipelineFailed
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
-from pipeline.runs.summary import RunSummary, format_summary, summarize
+from pipeline.runs.summary import RunSummary, exit_code, format_summary, summarize
 from pipeline.vertex.dryrun import DEFAULT_DIR, rules, spec, workers
 from pipeline.vertex.dryrun.backend import VERTEX, Backend
 from pipeline.vertex.dryrun.bucket import BucketMap
@@ -221,7 +221,4 @@ def _summarize(local_config: Config, job_id: str, log_file: str, results: list[T
 
 def cmd_dryrun(config: Config, args) -> int:
     result = dry_run(config, args.local_dir, args.runs, template=Path(args.spec) if args.spec else None)
-    summary = result.runs[-1].summary
-    if summary is not None and (summary.nothing_new or summary.unchanged_version):
-        return EXIT_NOTHING_NEW
-    return EXIT_OK if summary is not None and summary.pushed_path else EXIT_NOT_PUSHED
+    return exit_code(result.runs[-1].summary)
