@@ -54,11 +54,11 @@ def test_a_terraformed_project_passes_every_check(serve, capsys, tmp_path):
     assert code == EXIT_OK, "\n".join(lines)
     assert all(line.startswith("ok ") for line in lines), "\n".join(lines)
     checks = [line[5:].split(": ")[0] for line in lines]
-    assert checks == ["APIs", f"bucket gs://{BUCKET}", "you", "you", f"{PIPELINE_SA} (vertex.service_account)",
+    assert checks == ["spec", "APIs", f"bucket gs://{BUCKET}", "you", "you", f"{PIPELINE_SA} (vertex.service_account)",
                       f"{TRAINING_SA} (vertex.training_service_account)", f"{DATAFLOW_SA} (dataflow.service_account)",
                       f"image {CONFIG.vertex.pipeline_image}", f"image {CONFIG.vertex.trainer_image}",
                       f"subnetwork penguin-dataflow ({PROJECT}/us-central1)", "TPU v5litepod-4 (preset tpu_v5e)"]
-    assert lines[1].endswith("readable by you (storage.buckets.get)")
+    assert lines[2].endswith("readable by you (storage.buckets.get)")
     assert lines[-1].endswith(f"{V5E_QUOTA} in us-central1: 8, the Trainer takes 4 cores")
     assert json.loads(out.read_text())["pipelineSpec"]["root"]["dag"]["tasks"]  # the spec it checked
 
@@ -190,7 +190,7 @@ def test_spec_checks_see_the_job_submit_would_send(serve, capsys, monkeypatch):
         tasks = len(sub.job["pipelineSpec"]["root"]["dag"]["tasks"])
         return [preflight_module.Result(preflight_module.FAIL, "spec", f"refused, {tasks} tasks")]
 
-    monkeypatch.setattr(preflight_module, "CHECKS", [*preflight_module.CHECKS, ("spec", record_and_refuse)])
+    monkeypatch.setattr(preflight_module, "CHECKS", [*preflight_module.CHECKS, ("recorder", record_and_refuse)])
     code, lines = preflight(capsys, serve(terraformed()))
     assert code == EXIT_FAILED and lines[-1].startswith("FAIL spec: refused, ")
     [job] = seen
@@ -198,6 +198,22 @@ def test_spec_checks_see_the_job_submit_would_send(serve, capsys, monkeypatch):
     assert job["pipelineSpec"] == compiled["pipelineSpec"]
     assert job["runtimeConfig"]["gcsOutputDirectory"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
     assert job["serviceAccount"] == PIPELINE_SA and job["labels"] == {"app": "penguin-tpu", "env": "prod"}
+
+
+def test_a_spec_that_breaks_a_backend_rule_fails_preflight_naming_it(serve, capsys, tmp_path):
+    # The dry run's up-front rules (pipeline/vertex/dryrun/rules.py), on the spec about to be sent.
+    job = json.loads(vs.compiled_template().read_text())
+    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+    examples = tasks["StatisticsGen"]["inputs"]["artifacts"]["examples"]
+    examples["taskOutputArtifact"]["producerTask"] = "CsvExampleGen_task"
+    broken = tmp_path / "pipeline.json"
+    broken.write_text(json.dumps(job))
+    code = main(["preflight", *ARGS, "--spec", str(broken), *serve(terraformed())])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == EXIT_FAILED
+    [line] = [line for line in lines if line.startswith("FAIL")]
+    assert line.startswith("FAIL spec: [producer-in-dag] pipelineSpec.root.dag.tasks.StatisticsGen.inputs.artifacts."
+                           "examples.taskOutputArtifact.producerTask: 'CsvExampleGen_task' is not a task"), line
 
 
 def test_a_spec_file_that_is_not_a_compiled_spec_is_a_config_error(tmp_path, capsys):

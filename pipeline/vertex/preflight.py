@@ -6,7 +6,9 @@ have just compiled and stop on any FAIL (`--skip-preflight` skips it);
 `preflight` alone compiles the config the same way (or takes `--spec`).
 Each check sees the Submission: the config and the PipelineJob submit would
 send (built by client.build_job, as submit builds it). The checks, in order
-(CHECKS; spec checks are appended there):
+(CHECKS):
+- the spec keeps every rule the backend applies (the dry run's up-front
+  pass, pipeline/vertex/dryrun/rules.py), on exactly the job being sent;
 - the APIs the configured run calls are enabled (Service Usage);
 - the pipeline bucket exists and you may read it (storage.buckets.get, which
   submit's bucket check and aiplatform need); a 403 names the permission
@@ -256,10 +258,22 @@ def regional_limit(metric: dict, region: str) -> Optional[int]:
     return min(bounded) if bounded else (-1 if found else None)
 
 
+def _spec(sub: Submission, g: GoogleApis) -> list[Result]:
+    """The rules the backend applies to the spec (pipeline/vertex/dryrun/rules.py), on the job being sent."""
+    from pipeline.vertex.dryrun import rules, spec
+    from pipeline.vertex.dryrun.backend import VERTEX
+
+    violations = rules.check(spec.read(sub.job["pipelineSpec"]), VERTEX)
+    if not violations:
+        return [Result(OK, "spec", f"keeps the {len(rules.RULES)} rules {VERTEX.title} applies (the dry run's)")]
+    return [Result(FAIL, "spec", str(v), "recompile with this code (make compile); if it persists, it is a bug "
+                   "here: docs/vertex.md lists each rule with its source") for v in violations]
+
+
 Check = Callable[[Submission, GoogleApis], list[Result]]
 # (name, check), in order. A check that raises one of _API_ERRORS reports "?" under its name.
 CHECKS: list[tuple[str, Check]] = [
-    ("APIs", _apis), ("bucket", _bucket), ("you", _caller), ("service accounts", _accounts),
+    ("spec", _spec), ("APIs", _apis), ("bucket", _bucket), ("you", _caller), ("service accounts", _accounts),
     ("images", _images), ("Dataflow network", _subnetwork), ("TPU quota", _tpu_quota)]
 
 
