@@ -140,6 +140,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
             model_blessing=evaluator.outputs["blessing"],
             statistics=statistics_gen.outputs["statistics"],
             snapshot=snapshot.outputs[SNAPSHOT_KEY],
+            # Whose run lease tells a killed push's debris from another run's push in progress.
+            lease_root=config.pipeline.root_uri,
             push_destination=pusher_pb2.PushDestination(
                 filesystem=pusher_pb2.PushDestination.Filesystem(
                     base_directory=config.pipeline.serving_dir))).with_id("Pusher")

@@ -23,6 +23,22 @@ class Clock:
         return self.t
 
 
+def _all_at_once(leases: list) -> dict:
+    """{owner: try_acquire()'s answer} of leases trying at the same moment, one thread each."""
+    start, results = threading.Barrier(len(leases), timeout=30), {}
+
+    def go(one):
+        start.wait()
+        results[one.owner] = one.try_acquire()
+
+    threads = [threading.Thread(target=go, args=(one,)) for one in leases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def _root(bucket, name: str = "team/root") -> str:
     return f"{bucket.uri}/{name}"
 
@@ -49,17 +65,7 @@ def test_two_holders_the_second_waits_then_refuses_naming_the_first_then_gets_it
 def test_of_many_runs_starting_together_exactly_one_gets_the_lease(gcs_bucket):
     root = _root(gcs_bucket)
     leases = [lease.GcsLease(root, f"run-{i}", gcs_client=gcs_bucket.client) for i in range(8)]
-    start, results = threading.Barrier(len(leases)), {}
-
-    def go(one):
-        start.wait()
-        results[one.owner] = one.try_acquire()
-
-    threads = [threading.Thread(target=go, args=(one,)) for one in leases]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = _all_at_once(leases)
     winners = [owner for owner, holder in results.items() if holder is None]
     assert len(winners) == 1, results
     assert lease.read_gcs(root, gcs_bucket.client).owner == winners[0]
@@ -94,17 +100,7 @@ def test_two_runs_taking_over_one_stale_lease_together_one_wins(gcs_bucket):
     clock.t += 11
     takers = [lease.GcsLease(root, f"run-{i}", ttl_seconds=10, gcs_client=gcs_bucket.client, clock=clock)
               for i in range(6)]
-    start, results = threading.Barrier(len(takers)), {}
-
-    def go(one):
-        start.wait()
-        results[one.owner] = one.try_acquire()
-
-    threads = [threading.Thread(target=go, args=(one,)) for one in takers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = _all_at_once(takers)
     winners = [owner for owner, holder in results.items() if holder is None]
     assert len(winners) == 1, results
     assert lease.read_gcs(root, gcs_bucket.client).owner == winners[0]
@@ -114,7 +110,7 @@ def test_a_held_lease_is_kept_alive_past_its_ttl_and_released_at_the_end_even_on
     root = _root(gcs_bucket)
     holder = lease.GcsLease(root, "run-long", ttl_seconds=0.6, gcs_client=gcs_bucket.client)
     other = lease.GcsLease(root, "run-other", ttl_seconds=0.6, gcs_client=gcs_bucket.client)
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(RuntimeError, match="a task failed"):
         with holder.acquire(0).kept_alive():
             generations = set()
             for _ in range(8):  # 1.6 s: well past the ttl, so only heartbeats keep it
@@ -122,7 +118,7 @@ def test_a_held_lease_is_kept_alive_past_its_ttl_and_released_at_the_end_even_on
                 assert other.try_acquire() is not None
                 generations.add(gcs.read(lease.lock_uri(root), gcs_bucket.client).generation)
             assert len(generations) > 1  # it was rewritten: the heartbeats
-            1 / 0
+            raise RuntimeError("a task failed")
     assert lease.read_gcs(root, gcs_bucket.client).released
     assert lease.live_since(root, gcs_bucket.client) is None
     assert other.try_acquire() is None and other.taken_over is None

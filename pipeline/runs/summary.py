@@ -11,7 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.pusher import UNCHANGED_VERSION
+from components.pusher import REMOVED_DEBRIS, UNCHANGED_VERSION
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
@@ -56,6 +56,8 @@ class RunSummary:
     unchanged_version: Optional[str] = None
     # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
     nothing_new: Optional[str] = None
+    # What killed pushes had left in the serving directory, removed by this run's Pusher.
+    removed_debris: tuple[str, ...] = ()
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -114,6 +116,8 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.pushed_path = pushed.properties.get("pushed_destination")
         summary.pushed_version = pushed.properties.get("pushed_version")
     pusher = summary.component("Pusher")
+    if pushed is not None and pusher.state != "cached":
+        summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
     if pushed is not None and pushed.properties.get("pushed") == 1 and pusher.state == "cached":
         # A rerun with nothing changed (components/baseline.py): the Pusher's output is the push
         # of an earlier run, so this run pushed nothing and that version still holds the candidate.
@@ -188,6 +192,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
         lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})")
     else:
         lines.append("pushed: nothing (the model serving now, if any, is unchanged)")
+    lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
     lines.append(f"metadata:  {config.pipeline.metadata_path}")
     if log_file:
