@@ -29,7 +29,9 @@ with ifGenerationMatch=<the generation the writer read or wrote last>:
 
 `live_since(root)` says since when the live holder has held the root: debris
 older than that (a killed push's staging, an unfinished analyzer cache
-generation) was left by a run that is gone, and may be removed by anyone.
+generation) was left by a run that is gone, and may be removed by anyone
+(`debris_cutoff`). With no live holder, only what is older than
+UNLEASED_GRACE_SECONDS is.
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "run.lock"
 # A gs:// lease not heartbeaten for this long is stale; its holder heartbeats every third of it.
 DEFAULT_TTL_SECONDS = 600.0
+# When no run holds a lease (Vertex runs take none yet), another run's leftovers are debris only after
+# this long: far longer than a push copies a model or Transform writes its cache.
+UNLEASED_GRACE_SECONDS = 3600.0
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -335,3 +340,11 @@ def live_since(root: str, gcs_client=None, now: Optional[float] = None) -> Optio
         if holder is None or _stale_local(holder):
             return None
     return holder.acquired if holder.acquired is not None else now
+
+
+def debris_cutoff(live_since: Optional[float], now: Optional[float] = None) -> float:
+    """Another run's leftovers written before this time are debris: before the live holder took the root
+    (its writer is gone), or, with no live holder, more than UNLEASED_GRACE_SECONDS ago."""
+    if live_since is not None:
+        return live_since
+    return (time.time() if now is None else now) - UNLEASED_GRACE_SECONDS

@@ -34,7 +34,7 @@ removed only when it belongs to the run cleaning up, or when it is older than
 the start of the run holding the root's lease (components/lease.py): that run
 was not yet running when the debris was written, and no other run holds the
 root, so its writer is gone. When no run holds a lease, another run's debris
-is left alone for UNLEASED_GRACE_SECONDS, far longer than a push takes.
+is left alone for lease.UNLEASED_GRACE_SECONDS, far longer than a push takes.
 
 Local paths go through the local file system, gs:// through
 google-cloud-storage (components/snapshot/storage.py): TF's gfile has no
@@ -51,14 +51,12 @@ import time
 import uuid
 from typing import Callable, Optional
 
-from components import gcs
+from components import gcs, lease
 from components.snapshot.storage import Storage, chunks, storage_for
 
 SAVED_MODEL = "saved_model.pb"
 STAGING_PREFIX = ".staging-"
 CLAIMS_DIR = ".claims"
-# Another run's debris when no run holds a lease (Vertex runs don't take one yet): after this long.
-UNLEASED_GRACE_SECONDS = 3600.0
 _MAX_CLAIM_ATTEMPTS = 1000
 
 
@@ -164,9 +162,8 @@ def is_debris(claim: Optional[Claim], written: Optional[float], this_run: str,
     """May a cleaner (run `this_run`) remove something claimed by `claim`, last written at `written`?"""
     if claim is not None and claim.owner == this_run:
         return True
-    cutoff = live_since if live_since is not None else (now or time.time()) - UNLEASED_GRACE_SECONDS
     when = claim.claimed if claim is not None else written
-    return when is not None and when < cutoff
+    return when is not None and when < lease.debris_cutoff(live_since, now)
 
 
 def clear_debris(base: str, this_run: str, live_since: Optional[float], gcs_client=None,

@@ -19,7 +19,7 @@ from components.pusher import Pusher
 from components.schema_import import SchemaImport
 from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, Snapshot
 from components.span_example_gen import SpanCsvExampleGen
-from components.transform import ANALYZER_CACHE_ROOT, DeterministicTransform
+from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
@@ -86,7 +86,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         transform = DeterministicTransform(
             examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
             preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
-            custom_config={**features, ANALYZER_CACHE_ROOT: config.pipeline.analyzer_cache_root}
+            custom_config={**features, ANALYZER_CACHE_ROOT: config.pipeline.analyzer_cache_root,
+                           LEASE_ROOT: config.pipeline.root_uri}
             if config.data.analyzer_cache else features,
             # StatisticsGen already describes the raw data; skipping Transform's own
             # pre/post-transform statistics saves a full pass over the data.

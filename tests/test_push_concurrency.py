@@ -155,7 +155,7 @@ def test_a_killed_push_is_cleared_by_the_next_push_which_says_so(place, tmp_path
 def test_without_a_lease_another_runs_debris_is_kept_until_the_grace_has_passed(place, tmp_path):
     killed, _ = _push_started(place, tmp_path, "run-killed", "k")
     assert serving_dir.clear_debris(place.base, "run-next", None, gcs_client=place.client) == []
-    later = time.time() + serving_dir.UNLEASED_GRACE_SECONDS + 1
+    later = time.time() + lease.UNLEASED_GRACE_SECONDS + 1
     removed = serving_dir.clear_debris(place.base, "run-next", None, gcs_client=place.client, now=later)
     assert len(removed) == 2 and serving_dir.incomplete(place.base, place.client) == []
 
