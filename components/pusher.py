@@ -36,6 +36,7 @@ PushedModel artifact, its custom properties) is TFX's.
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from typing import Any, Optional
@@ -48,7 +49,7 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts, standa
 from tfx.utils import io_utils, proto_utils
 
 from components import lease, serving_dir, training_record
-from components.snapshot.component import DatasetSnapshot, spans_of
+from components.snapshot.component import SPAN_DIGESTS, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
@@ -124,6 +125,7 @@ def _write_record(base: str, version: int, input_dict: dict[str, list[types.Arti
     path = training_record.write(
         base, version, statistics_uri=artifact_utils.get_single_uri(statistics), model_uri=model.uri,
         spans=spans_of(snapshot) if snapshot else (),
+        span_digests=json.loads(snapshot.get_string_custom_property(SPAN_DIGESTS) or "{}") if snapshot else None,
         snapshot_digest=snapshot.get_string_custom_property("digest") if snapshot else "",
         snapshot_rows=snapshot.get_int_custom_property("rows") if snapshot else None)
     logging.info("training-data record of version %s written to %s", version, path)

@@ -6,7 +6,8 @@ can't have it baked in) and on both platforms the same way, so it lives where
 the serving model itself is decided: the serving directory. The Pusher
 (components/pusher.py), when it publishes version N, first writes
 
-    <serving_dir>/.training-data/<N>/record.json      spans, snapshot digest, rows, sources
+    <serving_dir>/.training-data/<N>/record.json      spans and their content digests, snapshot digest, rows,
+                                                      sources
     <serving_dir>/.training-data/<N>/Split-train/...  StatisticsGen's train-split statistics, copied
 
 and only then makes <serving_dir>/<N> visible, so every version pushed since
@@ -49,6 +50,8 @@ class Record:
     snapshot_rows: Optional[int]
     statistics_uri: str  # where the statistics were copied from
     model_uri: str
+    # {span: digest of its source files} (components/snapshot/newness.py); empty in records written before.
+    span_digests: dict = dataclasses.field(default_factory=dict)
 
     @property
     def statistics_path(self) -> str:
@@ -73,7 +76,8 @@ def record_path(base: str, version: str) -> str:
 
 
 def write(base: str, version: int, statistics_uri: str, model_uri: str, spans: tuple[str, ...] = (),
-          snapshot_digest: str = "", snapshot_rows: Optional[int] = None, gcs_client=None) -> str:
+          snapshot_digest: str = "", snapshot_rows: Optional[int] = None, gcs_client=None,
+          span_digests: Optional[dict] = None) -> str:
     """Write the record of version (claimed by this push, not yet visible) and return its path; the caller
     publishes afterwards."""
     path = record_path(base, str(version))
@@ -87,7 +91,8 @@ def write(base: str, version: int, statistics_uri: str, model_uri: str, spans: t
     for name in stats.list():
         if "/" not in name:
             store.write(f"{rel}/{TRAIN_SPLIT}/{name}", chunks(stats, name))
-    body = {"version": str(version), "spans": list(spans), "snapshot_digest": snapshot_digest,
+    body = {"version": str(version), "spans": list(spans), "span_digests": dict(span_digests or {}),
+            "snapshot_digest": snapshot_digest,
             "snapshot_rows": snapshot_rows, "statistics_uri": statistics_uri, "model_uri": model_uri,
             "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # record.json last: a record without it is incomplete and read as none.
@@ -107,7 +112,8 @@ def read(base: str, version: str, gcs_client=None) -> Optional[Record]:
         body = json.loads(f.read())
     return Record(version=version, path=path, spans=tuple(body.get("spans") or ()),
                   snapshot_digest=body.get("snapshot_digest", ""), snapshot_rows=body.get("snapshot_rows"),
-                  statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""))
+                  statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""),
+                  span_digests=dict(body.get("span_digests") or {}))
 
 
 def serving_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Version], Optional[Record]]:

@@ -52,6 +52,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
     features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest, span_selection=config.data.spans,
+                        span_ready_marker=config.data.span_ready_marker,
                         missing_values=config.data.missing_values, serving_dir=config.pipeline.serving_dir,
                         skip_when_no_new_span=checks_new_span(config))
     # With data.skip_when_no_new_span, the rest runs only if the snapshot holds a span the serving

@@ -12,6 +12,8 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
 from components.pusher import REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.snapshot import newness
+from components.snapshot.component import WAITING_SPANS
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
@@ -58,6 +60,10 @@ class RunSummary:
     nothing_new: Optional[str] = None
     # What killed pushes had left in the serving directory, removed by this run's Pusher.
     removed_debris: tuple[str, ...] = ()
+    # Spans the Snapshot left out because their ready marker (data.span_ready_marker) was missing.
+    waiting_spans: tuple[str, ...] = ()
+    # Spans the serving version was trained on whose files changed since: why this run is new.
+    changed_spans: tuple[str, ...] = ()
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -108,6 +114,10 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.snapshot_digest = snapshots[0][1].properties.get("digest")
         summary.snapshot_rows = snapshots[0][1].properties.get("rows")
         summary.nothing_new = nothing_new(snapshots[0][1].properties)
+        properties = snapshots[0][1].properties
+        summary.waiting_spans = tuple(s for s in str(properties.get(WAITING_SPANS, "")).split(",") if s)
+        found = newness.from_properties(properties)
+        summary.changed_spans = found.changed_spans if found is not None else ()
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
     if anomalies is not None:
         summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
@@ -173,6 +183,10 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
     if summary.snapshot_digest:
         lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
+    if summary.waiting_spans:
+        lines.append(f"spans waiting for their ready marker, left out of this run: {', '.join(summary.waiting_spans)}")
+    if summary.changed_spans:
+        lines.append(f"spans changed since the serving model was trained on them: {', '.join(summary.changed_spans)}")
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
