@@ -15,19 +15,25 @@ from pathlib import Path
 
 from bench.data_generator import write_dataset
 from bench.side_by_side import CONFIG_FILE, measure_ours
+from components.snapshot.spans import DEFAULT_READY_MARKER
 from pipeline.config import load_config
 
 WINDOW = 3
 SIDES = {"cache": ["data.analyzer_cache=true"], "no_cache": ["data.analyzer_cache=false"]}
 
 
+def _write_span(directory: Path, rows: int, seed: int) -> None:
+    write_dataset(directory, rows, seed=seed)
+    (directory / DEFAULT_READY_MARKER).write_bytes(b"")  # complete: data.span_ready_marker's default
+
+
 def bench_analyzer_cache(work: Path, rows: int, beam: list[str]) -> dict:
     source = work / "cache-spans"
     for span in range(1, WINDOW + 1):
-        write_dataset(source / f"span-{span}", rows, seed=span)
+        _write_span(source / f"span-{span}", rows, seed=span)
     common = [f"data.input_dir={source}", f"data.spans=window({WINDOW})", "drift_gate.enabled=false", *beam]
     first = {side: _run(work, side, "first", [*common, *extra]) for side, extra in SIDES.items()}
-    write_dataset(source / f"span-{WINDOW + 1}", rows, seed=WINDOW + 1)
+    _write_span(source / f"span-{WINDOW + 1}", rows, seed=WINDOW + 1)
     second = {side: _run(work, side, "next", [*common, *extra]) for side, extra in SIDES.items()}
     c, n = second["cache"], second["no_cache"]
     return {"rows_per_span": rows, "window": WINDOW, "beam": beam, "first": first, "next": second,

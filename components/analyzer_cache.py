@@ -14,11 +14,19 @@ the entries of the run's datasets from the generation it read, then adds the
 new ones), and `<root>/LATEST` names the newest complete generation. A
 generation becomes visible only when LATEST names it, which is one small-file
 write (atomic on GCS; a rename locally), so a reader never sees a half-written
-cache. Generations older than the previous one are deleted on publish.
+cache.
+
+On publish, generations older than the previous one are deleted, but never
+one a live run may still be writing: a generation's name starts with the time
+it was begun, and one is deleted only when begun before the run holding the
+pipeline root's lease took it (components/lease.py: its writer is gone; with
+no lease held, only after lease.UNLEASED_GRACE_SECONDS). A run that is slow
+to publish keeps its generation, and publishing it later still works.
 """
 
 from __future__ import annotations
 
+import calendar
 import logging
 import posixpath
 import re
@@ -28,6 +36,8 @@ from typing import Optional
 
 from tfx.dsl.io import fileio
 
+from components import lease
+
 log = logging.getLogger(__name__)
 
 LATEST = "LATEST"
@@ -35,8 +45,9 @@ _GENERATION_RE = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[0-9a-f]{8}$")
 
 
 class GenerationStore:
-    def __init__(self, root: str):
+    def __init__(self, root: str, lease_root: Optional[str] = None):
         self.root = root.rstrip("/")
+        self.lease_root = lease_root  # the pipeline root whose run lease says what is no run's any more
 
     def latest(self) -> Optional[str]:
         """The newest published generation's directory; None when there is none (or it is unreadable)."""
@@ -59,17 +70,23 @@ class GenerationStore:
         name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}.{int(now % 1 * 1e6):06d}Z-{uuid.uuid4().hex[:8]}"
         return posixpath.join(self.root, name)
 
-    def publish(self, generation: str) -> None:
+    def publish(self, generation: str, now: Optional[float] = None) -> None:
         previous = self.latest()
         fileio.makedirs(self.root)
         tmp = posixpath.join(self.root, f".{LATEST}-{uuid.uuid4().hex[:8]}")
         with fileio.open(tmp, "w") as f:
             f.write(posixpath.basename(generation))
         fileio.rename(tmp, posixpath.join(self.root, LATEST), overwrite=True)
-        # Only generations older than the one just replaced (names sort by time): a newer
-        # one may belong to a run still writing it.
+        # Only generations older than the one just replaced (names sort by time) and begun before the live
+        # lease: a newer one, or one begun since, may belong to a run still writing it.
         keep = {posixpath.basename(g) for g in (previous, generation) if g}
+        cutoff = lease.debris_cutoff(lease.live_since(self.lease_root) if self.lease_root else None, now)
         for name in fileio.listdir(self.root):
             name = name.rstrip("/")
-            if _GENERATION_RE.match(name) and name not in keep and name < min(keep):
+            if _GENERATION_RE.match(name) and name not in keep and name < min(keep) and _begun(name) < cutoff:
                 fileio.rmtree(posixpath.join(self.root, name))
+
+
+def _begun(name: str) -> float:
+    """When the generation `name` (GenerationStore.new) was begun, seconds since the epoch."""
+    return calendar.timegm(time.strptime(name[:15], "%Y%m%dT%H%M%S")) + int(name[16:22]) / 1e6

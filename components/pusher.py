@@ -8,8 +8,18 @@
    Here a blessed candidate whose files are byte-identical to the
    version serving now is not pushed; the PushedModel artifact says
    `pushed=0` and names the serving version in `unchanged_version`.
-2. Whole pushes: a version appears complete or not at all
-   (components/serving_dir.py says how, locally and on GCS).
+2. Pushes that can't collide or leave debris (components/serving_dir.py says
+   how, and what GCS does and does not guarantee). The version number is
+   claimed under a precondition (O_EXCL locally, ifGenerationMatch=0 on GCS),
+   so two runs never write one version. Locally a version appears complete
+   or not at all (one rename); on GCS it appears object by object with
+   saved_model.pb last, so TF Serving never loads it before it is complete.
+   What killed pushes left (staging, a version without saved_model.pb, a
+   record without its version) is removed first, but only when it is this
+   run's or older than the run holding the root's lease (components/lease.py;
+   the `lease_root` parameter names the root): another run's push in
+   progress is left alone. What was removed is the PushedModel's
+   `removed_debris` property, shown by `python -m pipeline history`.
 3. Every version it publishes has a record of its training data beside it
    (components/training_record.py), written before the version becomes
    visible: the drift gate's baseline, found at run time on every platform.
@@ -17,6 +27,8 @@
    `statistics` (StatisticsGen's output) and `snapshot` (the DatasetSnapshot,
    for its spans and digest). Without `statistics` no record is written.
    An identical candidate (1.) writes nothing: the serving version keeps its own.
+   The record is written after the version is claimed and before it becomes
+   visible, so no other push can overwrite it.
 
 Everything else (blessing check, model path, the archive copy in the
 PushedModel artifact, its custom properties) is TFX's.
@@ -24,7 +36,9 @@ PushedModel artifact, its custom properties) is TFX's.
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from typing import Any, Optional
 
 from tfx import types
@@ -34,11 +48,13 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components import serving_dir, training_record
-from components.snapshot.component import DatasetSnapshot, spans_of
+from components import lease, serving_dir, training_record
+from components.snapshot.component import SPAN_DIGESTS, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
+REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
 STATISTICS_KEY, SNAPSHOT_KEY = "statistics", "snapshot"
+LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/lease.py) tells debris apart
 
 
 class PusherSpec(standard_component_specs.PusherSpec):
@@ -48,6 +64,10 @@ class PusherSpec(standard_component_specs.PusherSpec):
         **standard_component_specs.PusherSpec.INPUTS,
         STATISTICS_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
         SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot, optional=True),
+    }
+    PARAMETERS = {
+        **standard_component_specs.PusherSpec.PARAMETERS,
+        LEASE_ROOT: component_spec.ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -66,15 +86,21 @@ class PushExecutor(tfx_pusher_executor.Executor):
             raise NotImplementedError("this Pusher pushes to a filesystem destination only")
         base = destination.filesystem.base_directory
 
-        serving_dir.clear_staging(base)
-        training_record.prune(base)
+        # This run's identity: its own debris (an earlier attempt's) is always its to remove.
+        run = (self._context.pipeline_run_id if self._context else None) or f"push-{uuid.uuid4().hex}"
+        root = exec_properties.get(LEASE_ROOT) or ""
+        since = lease.live_since(root) if root else None
+        removed = serving_dir.clear_debris(base, run, since) + training_record.prune(base, run, since)
+        for what in removed:
+            logging.warning("removed what a killed push left in %s: %s", base, what)
+        model_push.set_string_custom_property(REMOVED_DEBRIS, "; ".join(removed))
         current = serving_dir.serving(base)
         if current is not None and serving_dir.tree_digest(current.path) == serving_dir.tree_digest(model_path):
             logging.info("the candidate is identical to serving version %s; pushing nothing", current.name)
             self._MarkNotPushed(model_push)
             model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
             return
-        version = serving_dir.next_version(base)
+        version = serving_dir.claim_version(base, run)
         record = _write_record(base, version, input_dict)
         try:
             serving_path = serving_dir.publish(model_path, base, version)
@@ -82,7 +108,7 @@ class PushExecutor(tfx_pusher_executor.Executor):
             if record:  # a version that never appeared keeps no record (a killed push's: prune, next push)
                 training_record.remove(base, version)
             raise
-        logging.info("model published whole as %s", serving_path)
+        logging.info("model published as %s", serving_path)
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
 
@@ -99,6 +125,7 @@ def _write_record(base: str, version: int, input_dict: dict[str, list[types.Arti
     path = training_record.write(
         base, version, statistics_uri=artifact_utils.get_single_uri(statistics), model_uri=model.uri,
         spans=spans_of(snapshot) if snapshot else (),
+        span_digests=json.loads(snapshot.get_string_custom_property(SPAN_DIGESTS) or "{}") if snapshot else None,
         snapshot_digest=snapshot.get_string_custom_property("digest") if snapshot else "",
         snapshot_rows=snapshot.get_int_custom_property("rows") if snapshot else None)
     logging.info("training-data record of version %s written to %s", version, path)
@@ -113,8 +140,9 @@ class Pusher(base_component.BaseComponent):
 
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
                  push_destination: pusher_pb2.PushDestination,
-                 statistics: Optional[types.BaseChannel] = None, snapshot: Optional[types.BaseChannel] = None):
+                 statistics: Optional[types.BaseChannel] = None, snapshot: Optional[types.BaseChannel] = None,
+                 lease_root: Optional[str] = None):
         super().__init__(spec=PusherSpec(
             model=model, model_blessing=model_blessing, push_destination=push_destination,
-            statistics=statistics, snapshot=snapshot,
+            statistics=statistics, snapshot=snapshot, lease_root=lease_root or None,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

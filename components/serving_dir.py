@@ -8,32 +8,56 @@ must never be visible before every file is in it. TFX's own Pusher copies
 straight into `<base>/<version>/` (saved_model.pb last), which leaves a
 half-copied numeric directory behind when the push is killed.
 
-Here a push is first written to `<base>/.staging-<version>-<nonce>/` (not a
-number: TF Serving ignores it) and checked against the source, then:
+Versions are claimed, not guessed. A push first creates
+`<base>/.claims/<version>.json` (its run and time) with O_EXCL locally or
+`ifGenerationMatch=0` on GCS (components/gcs.py): of two pushes that pick the
+same number, exactly one creates the claim, and the other tries the next
+number. Only the claim's holder writes `<base>/<version>/`.
+
+The push is then written to `<base>/.staging-<version>-<nonce>/` (not a
+number: TF Serving ignores it), checked against the source, and:
 - on a local or any POSIX file system, renamed to `<base>/<version>`: one
   rename(2), so the version appears complete or not at all;
-- on gs://, which has no directory rename, copied object by object (server-side)
-  into `<base>/<version>/` with saved_model.pb strictly last. A version
-  directory without saved_model.pb is not a loadable SavedModel: TF Serving's
-  load fails and is retried (`--max_num_load_retries`, every
-  `--load_retry_interval_micros`) while the previous version keeps serving,
-  and the load succeeds once saved_model.pb, the last object, exists. The
-  window is a few server-side copies, not a whole upload.
+- on gs://, which has no rename and no directory, copied object by object
+  (server-side) into `<base>/<version>/` with saved_model.pb strictly last.
+  GCS does NOT make the version appear whole: its objects appear one by one.
+  What it guarantees is that each object appears whole and that a listing
+  after a write sees it (strong consistency). A version prefix without
+  saved_model.pb is not a loadable SavedModel: TF Serving's load fails and is
+  retried (`--max_num_load_retries`, every `--load_retry_interval_micros`)
+  while the previous version keeps serving, and succeeds once saved_model.pb,
+  the last object, exists. A push killed in that window leaves such a prefix
+  for good; the next push removes it (`clear_debris`).
+
+Debris (a killed push's staging, its unfinished version, its record) is
+removed only when it belongs to the run cleaning up, or when it is older than
+the start of the run holding the root's lease (components/lease.py): that run
+was not yet running when the debris was written, and no other run holds the
+root, so its writer is gone. When no run holds a lease, another run's debris
+is left alone for lease.UNLEASED_GRACE_SECONDS, far longer than a push takes.
+
+Local paths go through the local file system, gs:// through
+google-cloud-storage (components/snapshot/storage.py): TF's gfile has no
+preconditions and cannot be pointed at the tests' GCS emulator.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import time
 import uuid
 from typing import Callable, Optional
 
-from tfx.dsl.io import fileio
+from components import gcs, lease
+from components.snapshot.storage import Storage, chunks, storage_for
 
 SAVED_MODEL = "saved_model.pb"
 STAGING_PREFIX = ".staging-"
+CLAIMS_DIR = ".claims"
+_MAX_CLAIM_ATTEMPTS = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,83 +70,149 @@ class Version:
         return str(self.number)
 
 
-def versions(base: str) -> list[Version]:
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    version: int
+    owner: str
+    claimed: float  # seconds since the epoch, on the claimant's clock
+
+
+def _children(store: Storage) -> dict[str, set[str]]:
+    """{top-level name: relative paths of the files under it} of everything under the store."""
+    out: dict[str, set[str]] = {}
+    for path in store.list():
+        top, _, rest = path.partition("/")
+        out.setdefault(top, set()).add(rest)
+    if not gcs.is_gcs(store.uri) and os.path.isdir(store.uri):
+        # GCS has no empty directories; locally an empty one still shows TF Serving a version.
+        for entry in os.scandir(store.uri):
+            out.setdefault(entry.name, set())
+    return out
+
+
+def versions(base: str, gcs_client=None) -> list[Version]:
     """Loadable versions under base (numeric name and a saved_model.pb), oldest first."""
-    if not fileio.exists(base):
-        return []
-    found = []
-    for child in fileio.listdir(base):
-        name = child.rstrip("/")
-        if name.isdigit() and fileio.exists(_join(base, name, SAVED_MODEL)):
-            found.append(Version(int(name), _join(base, name)))
+    store = storage_for(base, gcs_client)
+    found = [Version(int(name), _join(base, name)) for name, files in _children(store).items()
+             if name.isdigit() and SAVED_MODEL in files]
     return sorted(found, key=lambda v: v.number)
 
 
-def serving(base: str) -> Optional[Version]:
+def incomplete(base: str, gcs_client=None) -> list[int]:
+    """Numeric version directories without saved_model.pb: a push under way, or one that was killed."""
+    return sorted(int(name) for name, files in _children(storage_for(base, gcs_client)).items()
+                  if name.isdigit() and SAVED_MODEL not in files)
+
+
+def serving(base: str, gcs_client=None) -> Optional[Version]:
     """The version TF Serving serves under its default policy: the highest loadable one."""
-    found = versions(base)
+    found = versions(base, gcs_client)
     return found[-1] if found else None
 
 
-def tree_digest(directory: str) -> str:
+def tree_digest(directory: str, gcs_client=None) -> str:
     """sha256 over every file's relative path and bytes: equal digests, equal models."""
+    store = storage_for(directory, gcs_client)
     entries = []
-    for root, _, files in fileio.walk(directory):
-        for name in files:
-            path = _join(root.rstrip("/"), name)
-            h = hashlib.sha256()
-            with fileio.open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    h.update(chunk)
-            entries.append(f"{h.hexdigest()}  {os.path.relpath(path, directory)}\n")
+    for rel in store.list():
+        h = hashlib.sha256()
+        with store.open_read(rel) as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        entries.append(f"{h.hexdigest()}  {rel}\n")
     return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
-def next_version(base: str, now: Optional[float] = None) -> int:
-    """A Unix timestamp like TFX's, but always above every existing version (two pushes in one second)."""
-    existing = [int(c.rstrip("/")) for c in (fileio.listdir(base) if fileio.exists(base) else [])
-                if c.rstrip("/").isdigit()]
-    return max(int(now if now is not None else time.time()), max(existing, default=0) + 1)
+def claims(base: str, gcs_client=None) -> dict[int, Claim]:
+    store = storage_for(base, gcs_client)
+    out = {}
+    for path in store.list(CLAIMS_DIR):
+        stem = path.rsplit("/", 1)[-1].removesuffix(".json")
+        if stem.isdigit():
+            with store.open_read(path) as f:
+                try:
+                    body = json.loads(f.read())
+                except ValueError:  # being written: owned by someone, claimed now
+                    body = {}
+            out[int(stem)] = Claim(int(stem), str(body.get("owner", "")), float(body.get("claimed", time.time())))
+    return out
 
 
-def clear_staging(base: str) -> None:
-    """Remove what killed pushes left; callers hold the pipeline root's run lock, so none is in progress."""
-    if fileio.exists(base):
-        for child in fileio.listdir(base):
-            if child.startswith(STAGING_PREFIX):
-                fileio.rmtree(_join(base, child.rstrip("/")))
+def next_version(base: str, now: Optional[float] = None, gcs_client=None) -> int:
+    """A Unix timestamp like TFX's, but above every existing or claimed version (two pushes in one second)."""
+    taken = [int(name) for name in _children(storage_for(base, gcs_client)) if name.isdigit()]
+    taken += list(claims(base, gcs_client))
+    return max(int(now if now is not None else time.time()), max(taken, default=0) + 1)
+
+
+def claim_version(base: str, owner: str, now: Optional[float] = None, gcs_client=None) -> int:
+    """A version number no other push has or will have: its claim is created only if absent."""
+    store = storage_for(base, gcs_client)
+    version = next_version(base, now, gcs_client)
+    for _ in range(_MAX_CLAIM_ATTEMPTS):
+        body = json.dumps({"owner": owner, "claimed": time.time()}).encode()
+        if store.create(f"{CLAIMS_DIR}/{version}.json", body):
+            return version
+        version += 1  # another push claimed it first
+    raise RuntimeError(f"{base}: no free version number after {_MAX_CLAIM_ATTEMPTS} claims from {version}")
+
+
+def is_debris(claim: Optional[Claim], written: Optional[float], this_run: str,
+              live_since: Optional[float], now: Optional[float] = None) -> bool:
+    """May a cleaner (run `this_run`) remove something claimed by `claim`, last written at `written`?"""
+    if claim is not None and claim.owner == this_run:
+        return True
+    when = claim.claimed if claim is not None else written
+    return when is not None and when < lease.debris_cutoff(live_since, now)
+
+
+def clear_debris(base: str, this_run: str, live_since: Optional[float], gcs_client=None,
+                 now: Optional[float] = None) -> list[str]:
+    """Remove what killed pushes left (staging, unfinished versions) that is debris (is_debris); says what."""
+    store = storage_for(base, gcs_client)
+    held = claims(base, gcs_client)
+    unfinished = {str(v) for v in incomplete(base, gcs_client)}
+    removed = []
+    for name in sorted(_children(store)):
+        number = _staging_version(name) if name.startswith(STAGING_PREFIX) else (
+            int(name) if name in unfinished else None)
+        if number is None:
+            continue
+        if is_debris(held.get(number), store.modified(name), this_run, live_since, now):
+            store.delete(name)
+            removed.append(f"staging {name}" if name.startswith(STAGING_PREFIX)
+                           else f"unfinished version {name} (no {SAVED_MODEL}: a killed push)")
+    return removed
+
+
+def _staging_version(name: str) -> Optional[int]:
+    number = name[len(STAGING_PREFIX):].split("-", 1)[0]
+    return int(number) if number.isdigit() else None
 
 
 def publish(model_dir: str, base: str, version: int,
-            copy_file: Callable[[str, str], None] = lambda s, d: fileio.copy(s, d, overwrite=True)) -> str:
-    """Copy model_dir to <base>/<version> so that TF Serving never sees it incomplete; returns that path.
+            copy_file: Optional[Callable[[str, str], None]] = None, gcs_client=None) -> str:
+    """Copy model_dir to <base>/<version> (a version this push claimed) so that TF Serving never loads it
+    incomplete; returns that path.
 
-    copy_file is the one file copy, a parameter so a test can kill a push midway.
+    copy_file(source path, staging path) is the one file copy, a parameter so a test can kill a push midway.
     """
     final = _join(base, str(version))
-    if fileio.exists(final):
+    dst, src = storage_for(base, gcs_client), storage_for(model_dir, gcs_client)
+    if dst.list(str(version)):
         raise FileExistsError(f"serving version {final} already exists; refusing to overwrite it")
-    staging = _join(base, f"{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}")
-    files = _files(model_dir)
-    for rel in files:
-        fileio.makedirs(os.path.dirname(_join(staging, rel)))
-        copy_file(_join(model_dir, rel), _join(staging, rel))
-    if tree_digest(staging) != tree_digest(model_dir):
-        fileio.rmtree(staging)
-        raise OSError(f"the copy of {model_dir} in {staging} does not match it; nothing was pushed")
-    if base.startswith("gs://"):
-        for rel in sorted(files, key=lambda r: r == SAVED_MODEL):  # saved_model.pb last
-            fileio.makedirs(os.path.dirname(_join(final, rel)))
-            fileio.copy(_join(staging, rel), _join(final, rel), overwrite=True)
-        fileio.rmtree(staging)
-    else:
-        os.rename(staging, final)
+    staging = f"{STAGING_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
+    for rel in sorted(src.list()):
+        if copy_file is not None:
+            os.makedirs(os.path.dirname(_join(base, staging, rel)), exist_ok=True)
+            copy_file(_join(model_dir, rel), _join(base, staging, rel))
+        else:
+            dst.write(f"{staging}/{rel}", chunks(src, rel))
+    if tree_digest(_join(base, staging), gcs_client) != tree_digest(model_dir, gcs_client):
+        dst.delete(staging)
+        raise OSError(f"the copy of {model_dir} in {_join(base, staging)} does not match it; nothing was pushed")
+    dst.publish(staging, str(version), SAVED_MODEL)  # a rename locally; saved_model.pb last on GCS
     return final
-
-
-def _files(directory: str) -> list[str]:
-    return sorted(os.path.relpath(_join(root.rstrip("/"), name), directory)
-                  for root, _, names in fileio.walk(directory) for name in names)
 
 
 def _join(*parts: str) -> str:

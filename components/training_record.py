@@ -6,7 +6,8 @@ can't have it baked in) and on both platforms the same way, so it lives where
 the serving model itself is decided: the serving directory. The Pusher
 (components/pusher.py), when it publishes version N, first writes
 
-    <serving_dir>/.training-data/<N>/record.json      spans, snapshot digest, rows, sources
+    <serving_dir>/.training-data/<N>/record.json      spans and their content digests, snapshot digest, rows,
+                                                      sources
     <serving_dir>/.training-data/<N>/Split-train/...  StatisticsGen's train-split statistics, copied
 
 and only then makes <serving_dir>/<N> visible, so every version pushed since
@@ -31,6 +32,7 @@ from typing import Optional
 from tfx.dsl.io import fileio
 
 from components import serving_dir
+from components.snapshot.storage import chunks, storage_for
 
 RECORDS_DIR = ".training-data"
 RECORD_FILE = "record.json"
@@ -48,6 +50,8 @@ class Record:
     snapshot_rows: Optional[int]
     statistics_uri: str  # where the statistics were copied from
     model_uri: str
+    # {span: digest of its source files} (components/snapshot/newness.py); empty in records written before.
+    span_digests: dict = dataclasses.field(default_factory=dict)
 
     @property
     def statistics_path(self) -> str:
@@ -72,70 +76,80 @@ def record_path(base: str, version: str) -> str:
 
 
 def write(base: str, version: int, statistics_uri: str, model_uri: str, spans: tuple[str, ...] = (),
-          snapshot_digest: str = "", snapshot_rows: Optional[int] = None) -> str:
-    """Write the record of version (not yet visible) and return its path; the caller publishes afterwards."""
+          snapshot_digest: str = "", snapshot_rows: Optional[int] = None, gcs_client=None,
+          span_digests: Optional[dict] = None) -> str:
+    """Write the record of version (claimed by this push, not yet visible) and return its path; the caller
+    publishes afterwards."""
     path = record_path(base, str(version))
-    if fileio.exists(path):  # left by a push of the same number that died before its version appeared
-        fileio.rmtree(path)
-    source = f"{statistics_uri.rstrip('/')}/{TRAIN_SPLIT}"
-    if not fileio.exists(f"{source}/{STATISTICS_FILE}"):
-        raise FileNotFoundError(f"no train-split statistics at {source}/{STATISTICS_FILE}; "
+    store = storage_for(base, gcs_client)
+    rel = f"{RECORDS_DIR}/{version}"
+    store.delete(rel)  # left by an earlier attempt of this push (the version is claimed: nobody else's)
+    stats = storage_for(f"{statistics_uri.rstrip('/')}/{TRAIN_SPLIT}", gcs_client)
+    if not stats.exists(STATISTICS_FILE):
+        raise FileNotFoundError(f"no train-split statistics at {stats.uri}/{STATISTICS_FILE}; "
                                 "the Pusher's statistics input must be StatisticsGen's output")
-    fileio.makedirs(f"{path}/{TRAIN_SPLIT}")
-    for name in fileio.listdir(source):
-        if not fileio.isdir(f"{source}/{name.rstrip('/')}"):
-            fileio.copy(f"{source}/{name}", f"{path}/{TRAIN_SPLIT}/{name}", overwrite=True)
-    body = {"version": str(version), "spans": list(spans), "snapshot_digest": snapshot_digest,
+    for name in stats.list():
+        if "/" not in name:
+            store.write(f"{rel}/{TRAIN_SPLIT}/{name}", chunks(stats, name))
+    body = {"version": str(version), "spans": list(spans), "span_digests": dict(span_digests or {}),
+            "snapshot_digest": snapshot_digest,
             "snapshot_rows": snapshot_rows, "statistics_uri": statistics_uri, "model_uri": model_uri,
             "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # record.json last: a record without it is incomplete and read as none.
-    with fileio.open(f"{path}/{RECORD_FILE}", "w") as f:
-        f.write(json.dumps(body, indent=1, sort_keys=True))
+    store.write(f"{rel}/{RECORD_FILE}", iter([json.dumps(body, indent=1, sort_keys=True).encode()]))
     return path
 
 
-def read(base: str, version: str) -> Optional[Record]:
+
+def read(base: str, version: str, gcs_client=None) -> Optional[Record]:
     """The record of a version, or None when it has none (pushed before records were kept)."""
     path = record_path(base, version)
-    if not fileio.exists(f"{path}/{RECORD_FILE}"):
+    store = storage_for(base, gcs_client)
+    rel = f"{RECORDS_DIR}/{version}/{RECORD_FILE}"
+    if not store.exists(rel):
         return None
-    with fileio.open(f"{path}/{RECORD_FILE}") as f:
+    with store.open_read(rel) as f:
         body = json.loads(f.read())
     return Record(version=version, path=path, spans=tuple(body.get("spans") or ()),
                   snapshot_digest=body.get("snapshot_digest", ""), snapshot_rows=body.get("snapshot_rows"),
-                  statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""))
+                  statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""),
+                  span_digests=dict(body.get("span_digests") or {}))
 
 
-def serving_record(base: str) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
+def serving_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
     """The version TF Serving serves now (None if none) and its record (None if it has none)."""
-    current = serving_dir.serving(base)
-    return current, (read(base, current.name) if current is not None else None)
+    current = serving_dir.serving(base, gcs_client)
+    return current, (read(base, current.name, gcs_client) if current is not None else None)
 
 
-def serving_key(base: str) -> str:
+def serving_key(base: str, gcs_client=None) -> str:
     """Names what the drift gate would compare with now; changes whenever that changes (its local cache key)."""
-    current, record = serving_record(base)
+    current, record = serving_record(base, gcs_client)
     if current is None:
         return "no serving version"
     return f"version {current.name}, " + ("record" if record is not None else "no record")
 
 
-def remove(base: str, version: int) -> None:
-    path = record_path(base, str(version))
-    if fileio.exists(path):
-        fileio.rmtree(path)
+def remove(base: str, version: int, gcs_client=None) -> None:
+    storage_for(base, gcs_client).delete(f"{RECORDS_DIR}/{version}")
 
 
-def prune(base: str) -> None:
-    """Remove records whose version directory does not exist: pushes killed between record and version.
+def prune(base: str, this_run: str, live_since: Optional[float], gcs_client=None,
+          now: Optional[float] = None) -> list[str]:
+    """Remove records of versions that do not exist (pushes killed between record and version) when they are
+    debris (serving_dir.is_debris: this run's, or older than the live lease); says what it removed.
 
-    Callers hold the pipeline root's run lock (on Vertex: max_concurrent_runs), so no push is in progress.
+    A record whose version is still being pushed by another run is not debris: it is kept.
     """
-    records = f"{base.rstrip('/')}/{RECORDS_DIR}"
-    if not fileio.exists(records):
-        return
-    present = {c.rstrip("/") for c in fileio.listdir(base)}
-    for child in fileio.listdir(records):
-        name = child.rstrip("/")
-        if name not in present:
-            fileio.rmtree(f"{records}/{name}")
+    store = storage_for(base, gcs_client)
+    present = {v.name for v in serving_dir.versions(base, gcs_client)}
+    held = serving_dir.claims(base, gcs_client)
+    removed = []
+    for name in sorted({p.split("/")[1] for p in store.list(RECORDS_DIR)}):
+        if name in present:
+            continue
+        claim = held.get(int(name)) if name.isdigit() else None
+        if serving_dir.is_debris(claim, store.modified(f"{RECORDS_DIR}/{name}"), this_run, live_since, now):
+            store.delete(f"{RECORDS_DIR}/{name}")
+            removed.append(f"record of version {name} (its version never appeared)")
+    return removed

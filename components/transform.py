@@ -44,6 +44,9 @@ from components.span_example_gen import span_shards
 ANALYZER_BATCH_SIZE = 1000
 # In Transform's custom_config: where the analyzer cache lives (set by the pipeline for span snapshots).
 ANALYZER_CACHE_ROOT = "analyzer_cache_root"
+# The pipeline root whose run lease (components/lease.py) tells the cache's clean-up what is no run's any more.
+LEASE_ROOT = "lease_root"
+_NOT_FEATURES = (ANALYZER_CACHE_ROOT, LEASE_ROOT)
 ANALYZED_SPANS = "analyzed_spans"
 CACHED_SPANS = "cached_spans"
 
@@ -107,7 +110,7 @@ class Executor(transform_executor.Executor):
         custom_config = json_utils.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
         cache_root = (custom_config or {}).get(ANALYZER_CACHE_ROOT)
         span_datasets = _span_datasets(input_dict, custom_config) if cache_root else {}
-        store = GenerationStore(cache_root) if span_datasets else None
+        store = GenerationStore(cache_root, custom_config.get(LEASE_ROOT)) if span_datasets else None
         if store:
             input_dict, output_dict = dict(input_dict), dict(output_dict)
             latest, generation = store.latest(), store.new()
@@ -144,7 +147,7 @@ def _span_datasets(input_dict, custom_config: dict) -> dict[str, list[tuple[str,
     schema_uri = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
     with fileio.open(io_utils.get_only_uri_in_dir(schema_uri), "rb") as f:
         schema = f.read()
-    features = json.dumps({k: v for k, v in custom_config.items() if k != ANALYZER_CACHE_ROOT}, sort_keys=True)
+    features = json.dumps({k: v for k, v in custom_config.items() if k not in _NOT_FEATURES}, sort_keys=True)
     result = {}
     for split in artifact_utils.decode_split_names(examples[0].split_names):
         split_uri = artifact_utils.get_split_uri(examples, split)

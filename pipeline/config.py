@@ -18,7 +18,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from components.snapshot.missing_values import DEFAULT_TOKENS
-from components.snapshot.spans import validate_selection
+from components.snapshot.spans import DEFAULT_READY_MARKER, validate_marker, validate_selection
 from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
 from pipeline.vertex.config import DataflowSection, VertexSection
@@ -92,6 +92,9 @@ class DataSection(Section):
     # a run trains on, all | latest | window(k), chosen when the run starts
     # (components/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
     spans: Optional[str] = None
+    # With spans: a span counts only once this file is in it (the producer writes it last; the
+    # Hadoop/Beam convention); until then the run summary lists it as waiting. null: every span counts.
+    span_ready_marker: Optional[str] = DEFAULT_READY_MARKER
     # With spans: a run whose newest span is not newer than the newest span the
     # model serving now was trained on exits at once (exit 4) instead of retraining.
     skip_when_no_new_span: bool = True
@@ -105,6 +108,11 @@ class DataSection(Section):
     @classmethod
     def _spans(cls, v: Optional[str]) -> Optional[str]:
         return None if v in (None, "") else validate_selection(v)
+
+    @field_validator("span_ready_marker")
+    @classmethod
+    def _marker(cls, v: Optional[str]) -> Optional[str]:
+        return None if v in (None, "") else validate_marker(v)
 
     @field_validator("input_dir", "schema_file")
     @classmethod

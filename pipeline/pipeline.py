@@ -20,7 +20,7 @@ from components.pusher import Pusher
 from components.schema_import import SchemaImport
 from components.serving_model import ServingModel
 from components.snapshot.component import SNAPSHOT_KEY, Snapshot
-from components.transform import ANALYZER_CACHE_ROOT, DeterministicTransform
+from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
@@ -46,6 +46,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
     features = {FEATURES_KEY: config.features.model_dump()}
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest, span_selection=config.data.spans,
+                        span_ready_marker=config.data.span_ready_marker,
                         missing_values=config.data.missing_values, serving_dir=config.pipeline.serving_dir,
                         skip_when_no_new_span=checks_new_span(config))
     # With data.skip_when_no_new_span, the rest runs only if the snapshot holds a span the serving
@@ -80,7 +81,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
         transform = DeterministicTransform(
             examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
             preprocessing_fn=config.features.preprocessing_fn or PREPROCESSING_FN,
-            custom_config={**features, ANALYZER_CACHE_ROOT: config.pipeline.analyzer_cache_root}
+            custom_config={**features, ANALYZER_CACHE_ROOT: config.pipeline.analyzer_cache_root,
+                           LEASE_ROOT: config.pipeline.root_uri}
             if config.data.analyzer_cache else features,
             # StatisticsGen already describes the raw data; skipping Transform's own
             # pre/post-transform statistics saves a full pass over the data.
@@ -131,6 +133,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
             model_blessing=evaluator.outputs["blessing"],
             statistics=statistics_gen.outputs["statistics"],
             snapshot=snapshot.outputs[SNAPSHOT_KEY],
+            # Whose run lease tells a killed push's debris from another run's push in progress.
+            lease_root=config.pipeline.root_uri,
             push_destination=pusher_pb2.PushDestination(
                 filesystem=pusher_pb2.PushDestination.Filesystem(
                     base_directory=config.pipeline.serving_dir))).with_id("Pusher")

@@ -115,6 +115,32 @@ def rejected_run(safety_run) -> RejectedRun:
     return RejectedRun(config, summary, out.getvalue(), before, tree_hashes(serving))
 
 
+@pytest.fixture(scope="session")
+def gcs_emulator():
+    """The real fake-gcs-server binary on a free port of 127.0.0.1 (tests/gcs_emulator.py), one per session."""
+    from tests.gcs_emulator import running
+
+    with running() as emulator:
+        yield emulator
+
+
+@dataclasses.dataclass
+class GcsBucket:
+    client: object  # google.cloud.storage.Client talking to the emulator
+    name: str
+
+    @property
+    def uri(self) -> str:
+        return f"gs://{self.name}"
+
+
+@pytest.fixture
+def gcs_bucket(gcs_emulator) -> GcsBucket:
+    """A new, empty bucket on the session's emulator, with a real google-cloud-storage client."""
+    client = gcs_emulator.client()
+    return GcsBucket(client, gcs_emulator.bucket(client))
+
+
 # `make test` runs two pytest-xdist workers (`--dist loadscope --no-loadscope-reorder`) and
 # hands them groups of tests: a module is a group (its module fixtures are made once), and the
 # modules whose tests use finished_run (directly or through pipeline_run, safety_run,

@@ -6,7 +6,9 @@ cut from the bundled penguins data, with tf.Transform's own cache on disk.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +18,11 @@ import tensorflow_transform as tft
 from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 from tfx.types import channel, standard_artifacts
 
-from components import analyzer_cache, span_example_gen
+from components import analyzer_cache, lease, span_example_gen
 from components import transform as transform_component
 from pipeline.config import REPO_ROOT, load_config
 from pipeline.pipeline import PREPROCESSING_FN
+from pipeline.runs.lock import run_lock
 from tests.conftest import CONFIG
 from tests.test_span_example_gen import records, run_example_gen, snapshot, write_spans
 
@@ -122,20 +125,63 @@ def test_an_edited_features_section_is_not_served_from_the_cache(windows, first_
 
 
 def test_a_generation_is_visible_only_once_published_and_old_ones_go(tmp_path):
-    store = analyzer_cache.GenerationStore(str(tmp_path))
+    root, cache = tmp_path / "root", tmp_path / "cache"
+    store = analyzer_cache.GenerationStore(str(cache), lease_root=str(root))
     assert store.latest() is None
     gens = []
-    for _ in range(4):
-        gen = store.new()
-        Path(gen).mkdir()
-        assert store.latest() != gen
-        store.publish(gen)
-        assert store.latest() == gen
-        gens.append(gen)
+    for _ in range(4):  # four runs, one after the other, each holding the root's lock
+        with run_lock(str(root), 0):
+            gen = store.new()
+            Path(gen).mkdir(parents=True)
+            assert store.latest() != gen
+            store.publish(gen)
+            assert store.latest() == gen
+            gens.append(gen)
     unpublished = store.new()
     Path(unpublished).mkdir()
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == sorted(
+    assert sorted(p.name for p in cache.iterdir() if p.is_dir()) == sorted(
         Path(g).name for g in (gens[-2], gens[-1], unpublished))
+
+
+def _begin(store: analyzer_cache.GenerationStore) -> str:
+    gen = store.new()
+    Path(gen).mkdir(parents=True)
+    (Path(gen) / "entry").write_text("being written")
+    return gen
+
+
+@pytest.mark.parametrize("leased", [True, False], ids=["a-run-holds-the-lease", "no-lease"])
+def test_a_generation_a_live_run_is_still_writing_survives_other_runs_publishing(tmp_path, leased):
+    root, cache = tmp_path / "root", tmp_path / "cache"
+    store = analyzer_cache.GenerationStore(str(cache), lease_root=str(root))
+    store.publish(_begin(store))
+    with run_lock(str(root), 0) if leased else contextlib.nullcontext():
+        slow = _begin(store)  # a run's Transform begins its generation, and takes its time
+        for _ in range(3):  # meanwhile other runs (on Vertex, no lease) publish theirs
+            time.sleep(0.001)
+            store.publish(_begin(store))
+        assert (Path(slow) / "entry").read_text() == "being written"
+        store.publish(slow)  # ... and the slow run publishes in the end
+        assert store.latest() == slow
+
+
+def test_a_killed_runs_generation_goes_once_a_later_run_holds_the_root(tmp_path):
+    root, cache = tmp_path / "root", tmp_path / "cache"
+    store = analyzer_cache.GenerationStore(str(cache), lease_root=str(root))
+    store.publish(_begin(store))
+    killed = _begin(store)  # its run was killed before publishing
+    time.sleep(0.001)
+    with run_lock(str(root), 0):
+        for _ in range(2):
+            store.publish(_begin(store))
+    assert not Path(killed).exists()
+    # Without any lease it is kept for the grace period, then goes.
+    killed = _begin(store)
+    store.publish(_begin(store))
+    store.publish(_begin(store))
+    assert Path(killed).exists()
+    store.publish(_begin(store), now=time.time() + lease.UNLEASED_GRACE_SECONDS + 1)
+    assert not Path(killed).exists()
 
 
 def test_a_broken_pointer_means_no_cache_not_a_failed_run(tmp_path):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,23 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
 from components import serving_dir, training_record
-from components.pusher import SNAPSHOT_KEY, STATISTICS_KEY, UNCHANGED_VERSION, PushExecutor
+from components.pusher import (
+    LEASE_ROOT,
+    REMOVED_DEBRIS,
+    SNAPSHOT_KEY,
+    STATISTICS_KEY,
+    UNCHANGED_VERSION,
+    PushExecutor,
+)
 from components.snapshot.component import DatasetSnapshot
+from pipeline.runs.lock import run_lock
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Make everything under path look written `seconds` ago (before a run that starts now)."""
+    then = time.time() - seconds
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (then, then))
 
 
 def _model_artifact(tmp_path: Path, name: str, content: str) -> standard_artifacts.Model:
@@ -55,7 +72,7 @@ def test_identical_candidate_is_not_pushed_again_and_names_the_serving_version(t
     second = _push(tmp_path, again, base)
     assert second.get_int_custom_property("pushed") == 0
     assert second.get_string_custom_property(UNCHANGED_VERSION) == version.name
-    assert os.listdir(base) == [version.name]
+    assert sorted(os.listdir(base)) == sorted([version.name, serving_dir.CLAIMS_DIR])
 
     # Different bytes: a new version.
     shutil.rmtree(again.uri)
@@ -93,7 +110,7 @@ def _snapshot(spans: str = "span-1,span-2", digest: str = "d" * 64) -> DatasetSn
     return snapshot
 
 
-def _push_with_data(tmp_path, model, base, statistics, snapshot=None):
+def _push_with_data(tmp_path, model, base, statistics, snapshot=None, lease_root=None):
     blessing = standard_artifacts.ModelBlessing()
     blessing.set_int_custom_property("blessed", 1)
     pushed = standard_artifacts.PushedModel()
@@ -103,7 +120,8 @@ def _push_with_data(tmp_path, model, base, statistics, snapshot=None):
     inputs = {standard_component_specs.MODEL_KEY: [model], standard_component_specs.MODEL_BLESSING_KEY: [blessing],
               STATISTICS_KEY: [statistics], **({SNAPSHOT_KEY: [snapshot]} if snapshot is not None else {})}
     PushExecutor().Do(inputs, {standard_component_specs.PUSHED_MODEL_KEY: [pushed]},
-                      {standard_component_specs.PUSH_DESTINATION_KEY: proto_utils.proto_to_json(destination)})
+                      {standard_component_specs.PUSH_DESTINATION_KEY: proto_utils.proto_to_json(destination),
+                       **({LEASE_ROOT: str(lease_root)} if lease_root else {})})
     return pushed
 
 
@@ -114,7 +132,7 @@ def test_a_push_writes_the_training_data_record_beside_the_version(tmp_path):
     [version] = serving_dir.versions(str(base))
     assert pushed.get_string_custom_property("pushed_version") == version.name
     # Beside the version, under a name TF Serving ignores; the version dir holds the model only.
-    assert sorted(os.listdir(base)) == sorted([version.name, training_record.RECORDS_DIR])
+    assert sorted(os.listdir(base)) == sorted([version.name, training_record.RECORDS_DIR, serving_dir.CLAIMS_DIR])
     assert sorted(os.listdir(version.path)) == sorted(["variables", serving_dir.SAVED_MODEL])
     record = training_record.read(str(base), version.name)
     assert record.spans == ("span-1", "span-2") and record.snapshot_digest == "d" * 64
@@ -164,13 +182,53 @@ def test_the_record_is_complete_before_the_version_is_visible_and_a_failed_push_
 
 
 def test_a_record_left_by_a_killed_push_is_removed_by_the_next_push(tmp_path):
-    base = tmp_path / "serving"
+    base, root = tmp_path / "serving", tmp_path / "root"
     _push_with_data(tmp_path, _model_artifact(tmp_path, "m1", "weights a"), base, _statistics(tmp_path))
     [first] = serving_dir.versions(str(base))
-    # Killed between the record and the version (SIGKILL: no cleanup ran).
+    # Killed between the record and the version (SIGKILL: no cleanup ran), before the next run began.
     training_record.write(str(base), 12345, statistics_uri=_statistics(tmp_path, "k").uri, model_uri="m")
-    _push_with_data(tmp_path, _model_artifact(tmp_path, "m2", "weights b"), base, _statistics(tmp_path, "c"))
+    _age(base / training_record.RECORDS_DIR / "12345", 60)
+    with run_lock(str(root), 0):
+        pushed = _push_with_data(tmp_path, _model_artifact(tmp_path, "m2", "weights b"), base,
+                                 _statistics(tmp_path, "c"), lease_root=root)
+    assert pushed.get_string_custom_property(REMOVED_DEBRIS) == \
+        "record of version 12345 (its version never appeared)"
     numbers = [v.name for v in serving_dir.versions(str(base))]
     assert sorted(os.listdir(base / training_record.RECORDS_DIR)) == sorted(numbers) and "12345" not in numbers
     assert training_record.read(str(base), numbers[-1]).train_statistics().datasets[0].name == "c-train"
     assert training_record.read(str(base), first.name).train_statistics().datasets[0].name == "a-train"
+
+
+def test_two_pushes_in_the_same_second_claim_two_versions(tmp_path, monkeypatch):
+    """Both pushes pick their number before either has published: the claim, not the pick, decides."""
+    base = tmp_path / "serving"
+    picked = threading.Barrier(2, timeout=30)
+    pick = serving_dir.next_version
+
+    def together(*args, **kwargs):
+        number = pick(*args, **kwargs)
+        picked.wait()  # both have picked (the same number) before either claims or publishes
+        return number
+
+    monkeypatch.setattr(serving_dir, "next_version", together)
+    results, errors = {}, []
+
+    def push(tag):
+        try:
+            results[tag] = _push_with_data(tmp_path, _model_artifact(tmp_path, f"m-{tag}", f"weights {tag}"),
+                                           base, _statistics(tmp_path, tag))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=push, args=(tag,)) for tag in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    versions = {tag: pushed.get_string_custom_property("pushed_version") for tag, pushed in results.items()}
+    assert len(set(versions.values())) == 2, versions
+    assert [v.name for v in serving_dir.versions(str(base))] == sorted(versions.values())
+    for tag, version in versions.items():
+        assert (base / version / "variables" / "variables.index").read_text() == f"weights {tag}"
+        assert training_record.read(str(base), version).train_statistics().datasets[0].name == f"{tag}-train"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.serving_dir import versions
+from components.serving_dir import CLAIMS_DIR, claims, versions
 from components.snapshot import newness, spans
 from components.training_record import RECORDS_DIR
 from pipeline.config import load_config, resolve
@@ -58,9 +58,11 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
 
     config = load_config(CONFIG, overrides)
     serving = config.pipeline.serving_dir
-    # One version, and beside it (under a name TF Serving ignores) its training-data record only.
-    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [RECORDS_DIR, versions(serving)[0].name]
+    # One version, and beside it (under names TF Serving ignores) its training-data record and its claim only.
+    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [
+        CLAIMS_DIR, RECORDS_DIR, versions(serving)[0].name]
     assert os.listdir(os.path.join(serving, RECORDS_DIR)) == [versions(serving)[0].name]
+    assert list(claims(serving)) == [versions(serving)[0].number]
     # The second run decided against the first run's model: nothing had changed, so its Trainer was the
     # first run's execution from cache; the model serving now was the first run's push, so the Evaluator
     # compared the candidate with itself (components/serving_model.py) and the Pusher, finding it

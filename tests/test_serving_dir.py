@@ -82,7 +82,9 @@ def test_a_push_killed_midway_leaves_no_version_tf_serving_would_load(tmp_path):
     assert not [name for name in leftovers if name.isdigit()]
     assert serving_dir.versions(str(base)) == []
     # The next push clears what the killed one left and publishes whole.
-    serving_dir.clear_staging(str(base))
+    # (The next run took the root's lock after the kill: the staging is older than that.)
+    removed = serving_dir.clear_debris(str(base), "next-run", live_since=time.time())
+    assert removed == [f"staging {leftovers[0]}"]
     serving_dir.publish(str(model), str(base), 1235)
     assert sorted(os.listdir(base)) == ["1235"]
 

@@ -164,11 +164,144 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
                 key.exec_properties[FINGERPRINT].string_value)
 
     nothing_serving, key = run()
-    assert nothing_serving == {"new_span": 1, "newest_span": "span-3", "serving_version": "", "serving_spans": ""}
+    assert nothing_serving == {"new_span": 1, "newest_span": "span-3", "serving_version": "", "serving_spans": "",
+                               "changed_spans": ""}
     _serve(serving, 1, ("span-2", "span-3"), tmp_path)
     seen, served_key = run()
-    assert seen == {"new_span": 0, "newest_span": "span-3", "serving_version": "1", "serving_spans": "span-2,span-3"}
+    assert seen == {"new_span": 0, "newest_span": "span-3", "serving_version": "1", "serving_spans": "span-2,span-3",
+                    "changed_spans": ""}
     assert served_key != key  # a cached snapshot would still say new_span=1
     assert run(**{SKIP_WHEN_NO_NEW_SPAN: 0})[0]["new_span"] == 1
     _spans(src, "span-4")
     assert run()[0]["new_span"] == 1
+
+
+# ---------------------------------------------------------------- complete spans only (data.span_ready_marker)
+
+MARKER = spans.DEFAULT_READY_MARKER
+
+
+def _mark(root: Path, *names: str) -> None:
+    for name in names:
+        (root / name / MARKER).write_bytes(b"")
+
+
+class _Snapshotter:
+    """The Snapshot step's executor, run as TFX runs it, with the ready marker and the newness check on."""
+
+    def __init__(self, tmp_path: Path, src: Path, selection: str = "window(2)"):
+        from components.snapshot.component import SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN, SPAN_READY_MARKER
+
+        self.tmp_path, self.serving = tmp_path, tmp_path / "serving"
+        self.props = {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SPANS: selection,
+                      SPAN_READY_MARKER: MARKER, SERVING_DIR: str(self.serving), SKIP_WHEN_NO_NEW_SPAN: 1}
+        self.runs = 0
+
+    def run(self):
+        from tfx.types import standard_artifacts
+
+        from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, DatasetSnapshot
+
+        self.runs += 1
+        snapshot, data_uri = DatasetSnapshot(), standard_artifacts.String()
+        snapshot.uri, data_uri.uri = str(self.tmp_path / f"artifact-{self.runs}"), str(self.tmp_path / "data_uri")
+        Path(snapshot.uri).mkdir()
+        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot], DATA_URI_KEY: [data_uri]}, dict(self.props))
+        return snapshot
+
+    def serve(self, snapshot, version: int) -> None:
+        """The Pusher published `version`, trained on `snapshot`, with its record (as components/pusher.py does)."""
+        from components import training_record
+        from components.serving_dir import SAVED_MODEL
+        from components.snapshot.component import SPAN_DIGESTS, spans_of
+
+        stats = self.tmp_path / f"stats-{version}" / training_record.TRAIN_SPLIT
+        stats.mkdir(parents=True)
+        (stats / training_record.STATISTICS_FILE).write_bytes(b"")
+        training_record.write(str(self.serving), version, str(stats.parent), "model", spans=spans_of(snapshot),
+                              span_digests=json.loads(snapshot.get_string_custom_property(SPAN_DIGESTS)))
+        (self.serving / str(version)).mkdir(parents=True)
+        (self.serving / str(version) / SAVED_MODEL).write_bytes(b"")
+
+
+def test_a_span_without_its_marker_waits_and_is_reported_then_counts_once_marked(tmp_path):
+    from components.snapshot.component import WAITING_SPANS
+    from pipeline.runs.summary import RunSummary, format_summary
+
+    src = _spans(tmp_path / "src", "span-1", "span-2", "span-3")
+    _mark(src, "span-1", "span-2")  # span-3 is still being uploaded
+    snapshotter = _Snapshotter(tmp_path, src)
+    first = snapshotter.run()
+    assert first.get_string_custom_property(SPANS) == "span-1,span-2"
+    assert first.get_string_custom_property(WAITING_SPANS) == "span-3"
+    manifest = json.loads((Path(first.uri) / store.MANIFEST).read_text())
+    assert sorted(f["path"] for f in manifest["files"]) == ["span-1/data.csv", "span-2/data.csv"]  # no marker
+    summary = RunSummary(run_id="r", components=[], metrics={}, baseline_metrics={}, blessed=None,
+                         validation_failures=[], pushed_path=None, pushed_version=None, waiting_spans=("span-3",))
+    assert "spans waiting for their ready marker, left out of this run: span-3" in \
+        format_summary(summary, load_config(None, []))
+    # Trained and served on span-1..2: the unfinished span-3 is nothing new yet.
+    snapshotter.serve(first, 1)
+    assert snapshotter.run().get_int_custom_property("new_span") == 0
+    _mark(src, "span-3")
+    marked = snapshotter.run()
+    assert marked.get_string_custom_property(SPANS) == "span-2,span-3"
+    assert marked.get_string_custom_property(WAITING_SPANS) == ""
+    assert marked.get_int_custom_property("new_span") == 1
+
+
+def test_a_span_that_grew_after_its_snapshot_is_new_again(tmp_path):
+    src = _spans(tmp_path / "src", "span-1", "span-2")
+    _mark(src, "span-1", "span-2")
+    snapshotter = _Snapshotter(tmp_path, src)
+    first = snapshotter.run()
+    snapshotter.serve(first, 1)
+    assert snapshotter.run().get_int_custom_property("new_span") == 0  # same files: nothing new
+    (src / "span-2" / "late.csv").write_text("a,b\n2,late\n")  # a late file of an already seen span
+    grown = snapshotter.run()
+    assert grown.get_int_custom_property("new_span") == 1
+    assert grown.get_string_custom_property("changed_spans") == "span-2"
+    manifest = json.loads((Path(grown.uri) / store.MANIFEST).read_text())
+    assert "span-2/late.csv" in {f["path"] for f in manifest["files"]}  # trained on this time
+    # Changed bytes under the same names count too.
+    snapshotter.serve(grown, 2)
+    assert snapshotter.run().get_int_custom_property("new_span") == 0
+    (src / "span-1" / "data.csv").write_text("a,b\n1,corrected\n")
+    assert snapshotter.run().get_string_custom_property("changed_spans") == "span-1"
+
+
+def test_waiting_spans_are_never_silently_dropped(tmp_path):
+    src = _spans(tmp_path / "src", "span-1", "span-2", "span-3")
+    _mark(src, "span-1", "span-3")  # span-2, inside the window, is still being written
+    listed = spans.list_spans(str(src), marker=MARKER)
+    assert [(s.name, s.ready) for s in listed] == [("span-1", True), ("span-2", False), ("span-3", True)]
+    with pytest.raises(spans.SpanError, match=r"\['span-2'\] are missing.*have no _SUCCESS marker yet"):
+        spans.select(listed, "window(3)", str(src), MARKER)
+    none = _spans(tmp_path / "none", "span-1")
+    with pytest.raises(spans.SpanError, match=r"no span is ready yet: \['span-1'\] have no _SUCCESS marker"):
+        spans.select(spans.list_spans(str(none), marker=MARKER), "latest", str(none), MARKER)
+    # Off (data.span_ready_marker: null): every span counts, as before.
+    assert all(s.ready for s in spans.list_spans(str(src)))
+
+
+def test_the_marker_on_gs(gcs_bucket):
+    bucket = gcs_bucket.client.bucket(gcs_bucket.name)
+    for name in ("src/span-1/data.csv", f"src/span-1/{MARKER}", "src/span-2/part-0.csv"):
+        bucket.blob(name).upload_from_string(b"a,b\n1,2\n")
+    listed = spans.list_spans(f"{gcs_bucket.uri}/src", gcs_bucket.client, marker=MARKER)
+    assert [(s.name, s.files, s.ready) for s in listed] == [("span-1", 1, True), ("span-2", 1, False)]
+
+
+def test_the_marker_setting(tmp_path):
+    assert load_config(None, []).data.span_ready_marker == "_SUCCESS"
+    assert load_config(None, ["data.span_ready_marker=null"]).data.span_ready_marker is None
+    assert load_config(None, ["data.span_ready_marker=READY.txt"]).data.span_ready_marker == "READY.txt"
+    for bad in ("a/b", "..", "/x"):
+        with pytest.raises(ConfigError, match="span_ready_marker"):
+            load_config(None, [f"data.span_ready_marker={bad}"])
+    # The simulated spans are complete: each ends with its marker.
+    config = load_config(CONFIG)
+    penguins = Path(__file__).parent.parent / "data" / "penguins" / "penguins.csv"
+    [written] = span_data.write_spans(str(penguins), str(tmp_path), span_data.Recipe.from_config(config),
+                                      count=1, rows=5)
+    assert sorted(p.name for p in written.iterdir()) == [MARKER, "data.csv"]

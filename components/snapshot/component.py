@@ -8,9 +8,12 @@ source itself, and MLMD links every downstream artifact to the snapshot and dige
 For a source in span layout (`span-<N>/` or `YYYY-MM-DD/` subdirectories),
 the `spans` selection is applied here, at run time, and the snapshot, its
 manifest and its MLMD properties hold exactly the chosen spans (spans.py).
-With skip_when_no_new_span it also records whether the source holds a span
-the version serving now was not trained on (newness.py): the DAG runs the
-rest of the pipeline only if so.
+Only spans holding their ready marker are taken (span_ready_marker); the
+others are named in the `waiting_spans` property, which the run summary
+shows. With skip_when_no_new_span it also records whether the source holds
+a span the version serving now was not trained on, or one whose files
+changed since it was (newness.py): the DAG runs the rest of the pipeline
+only if so.
 
 Caching: a cached snapshot must not outlive a change of the source. The driver
 runs before TFX's cache lookup and adds a cheap fingerprint of the source
@@ -24,6 +27,7 @@ this task instead (pipeline/vertex/cache_rule.py).
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any, Optional, Sequence
 
@@ -39,6 +43,9 @@ from components.snapshot import newness, spans, store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
 SPANS = "spans"
+SPAN_READY_MARKER = "span_ready_marker"
+WAITING_SPANS = "waiting_spans"  # spans left out because their ready marker is missing, comma-separated
+SPAN_DIGESTS = "span_digests"    # JSON {span: content digest} of the spans in the snapshot
 MISSING_VALUES = "missing_values"
 SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN = "serving_dir", "skip_when_no_new_span"
 SNAPSHOT_KEY = "snapshot"
@@ -65,6 +72,8 @@ class SnapshotSpec(types.ComponentSpec):
         DIGEST: component_spec.ExecutionParameter(type=str, optional=True),
         # all | latest | window(k) for a source in span layout (spans.py); empty for a flat source.
         SPANS: component_spec.ExecutionParameter(type=str, optional=True),
+        # With SPANS: a span counts only once it holds this file (spans.py); empty: every span counts.
+        SPAN_READY_MARKER: component_spec.ExecutionParameter(type=str, optional=True),
         # Set by the driver at run time; part of the cache key.
         FINGERPRINT: component_spec.ExecutionParameter(type=str, optional=True),
         # JSON list of CSV cell values stored as empty (missing) cells.
@@ -117,16 +126,22 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         pinned: Optional[str] = exec_properties.get(DIGEST) or None
         source, selection = exec_properties[SOURCE_URI], exec_properties.get(SPANS) or None
         tokens = json.loads(exec_properties.get(MISSING_VALUES) or "[]")
-        found = newness.not_checked()
+        found, waiting = newness.not_checked(), []
         if pinned:
             manifest = store.get(root, pinned)
         elif selection:
-            # Decided now, from what has landed in the source by the time this run gets here.
-            listed = spans.list_spans(source)
-            chosen = spans.select(listed, selection, source)
+            # Decided now, from what has landed (complete) in the source by the time this run gets here.
+            marker = exec_properties.get(SPAN_READY_MARKER) or None
+            listed = spans.list_spans(source, marker=marker)
+            waiting = [s.name for s in spans.waiting(listed)]
+            if waiting:
+                logging.warning("spans %s have no %s marker yet (still being written?); this run leaves them out",
+                                ", ".join(waiting), marker)
+            chosen = spans.select(listed, selection, source, marker)
+            manifest = store.create(source, root, spans=tuple(s.name for s in chosen), missing_values=tokens,
+                                    leave_out=(marker,) if marker else ())
             if _checks_newness(exec_properties):
-                found = newness.check(listed[-1], exec_properties[SERVING_DIR])
-            manifest = store.create(source, root, spans=tuple(s.name for s in chosen), missing_values=tokens)
+                found = newness.check(chosen[-1], exec_properties[SERVING_DIR], newness.span_digests(manifest))
         else:
             manifest = store.create(source, root, missing_values=tokens)
         problems = store.csv_problems(manifest)
@@ -141,6 +156,9 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         out.set_string_custom_property(SNAPSHOT_URI, manifest.uri)
         out.set_string_custom_property("created", manifest.created)
         out.set_string_custom_property(SPANS, ",".join(manifest.spans))
+        out.set_string_custom_property(WAITING_SPANS, ",".join(waiting))
+        out.set_string_custom_property(SPAN_DIGESTS, json.dumps(newness.span_digests(manifest) if manifest.spans
+                                                                else {}, sort_keys=True))
         out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
         out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
         for name, value in found.properties().items():
@@ -156,9 +174,11 @@ class Snapshot(base_component.BaseComponent):
 
     def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
                  span_selection: Optional[str] = None, missing_values: Sequence[str] = (),
-                 serving_dir: Optional[str] = None, skip_when_no_new_span: bool = False):
+                 serving_dir: Optional[str] = None, skip_when_no_new_span: bool = False,
+                 span_ready_marker: Optional[str] = None):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
-            spans=span_selection or None, missing_values=json.dumps(list(missing_values)),
+            spans=span_selection or None, span_ready_marker=span_ready_marker or None,
+            missing_values=json.dumps(list(missing_values)),
             serving_dir=serving_dir or None, skip_when_no_new_span=int(skip_when_no_new_span),
             snapshot=types.Channel(type=DatasetSnapshot)))

@@ -8,21 +8,29 @@ written by the Pusher) and sets `new_span` (1/0) on its DatasetSnapshot; the
 DAG runs everything after the Snapshot only when it is 1 (pipeline/dag/conditions.py).
 The question is the serving version's, not MLMD's last blessed model: the
 serving directory is what both platforms share, and what the drift gate compares with.
+
+A span is judged by its content, not only its name: the record keeps each
+span's content digest (`span_digests`, of the source files' sha256), and a
+span the serving version was trained on whose files changed since (late
+files of a span snapshotted midway, a corrected file) makes the run new
+again, so those files are trained on. A record without digests (written
+before they were kept) is judged by names only.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Mapping, Optional
 
 from components import training_record
-from components.snapshot import spans
+from components.snapshot import spans, store
 
 # DatasetSnapshot custom properties.
 NEW_SPAN = "new_span"                # 1: something to train on (or not checked); 0: nothing new
 NEWEST_SPAN = "newest_span"          # the newest span in the source when checked
 SERVING_VERSION = "serving_version"  # the version it was compared with
 SERVING_SPANS = "serving_spans"      # the spans that version was trained on, comma-separated
+CHANGED_SPANS = "changed_spans"      # spans that version was trained on whose files changed since
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,14 +39,25 @@ class Newness:
     newest: str = ""
     serving_version: str = ""
     serving_spans: tuple[str, ...] = ()
+    changed_spans: tuple[str, ...] = ()
 
     def properties(self) -> dict[str, int | str]:
         return {NEW_SPAN: int(self.new), NEWEST_SPAN: self.newest, SERVING_VERSION: self.serving_version,
-                SERVING_SPANS: ",".join(self.serving_spans)}
+                SERVING_SPANS: ",".join(self.serving_spans), CHANGED_SPANS: ",".join(self.changed_spans)}
 
 
-def check(newest: spans.Span, serving_dir: str) -> Newness:
-    """New unless a version serves whose record names spans at least as new as `newest`, the source's newest.
+def span_digests(manifest: store.Manifest) -> dict[str, str]:
+    """{span: digest of its source files' bytes and names} of a snapshot in span layout."""
+    by_span: dict[str, list[store.FileEntry]] = {}
+    for entry in manifest.files:
+        source = dataclasses.replace(entry, sha256=entry.source_sha256 or entry.sha256)
+        by_span.setdefault(entry.path.partition("/")[0], []).append(source)
+    return {span: store.content_digest(entries) for span, entries in by_span.items()}
+
+
+def check(newest: spans.Span, serving_dir: str, digests: Optional[Mapping[str, str]] = None) -> Newness:
+    """New unless a version serves whose record names spans at least as new as `newest`, the source's newest
+    ready span, and none of the spans it was trained on changed since (`digests`: span_digests of now).
 
     Nothing serving, a version without a record (pushed before records were kept) or one trained on a flat
     source: new, there is nothing to compare with.
@@ -46,10 +65,14 @@ def check(newest: spans.Span, serving_dir: str) -> Newness:
     current, record = training_record.serving_record(serving_dir) if serving_dir else (None, None)
     if current is None or record is None or not record.spans:
         return Newness(True, newest.name)
+    digests = digests or {}
+    changed = tuple(s for s in record.spans if s in digests and s in record.span_digests
+                    and digests[s] != record.span_digests[s])
     seen = [spans.parse_name(s) for s in record.spans]
     # Numbered and dated spans don't compare: a source that changed layout is new data.
     comparable = all(len(k) == len(newest.key) for k in seen)
-    return Newness(not comparable or newest.key > max(seen), newest.name, current.name, record.spans)
+    return Newness(not comparable or newest.key > max(seen) or bool(changed), newest.name, current.name,
+                   record.spans, changed)
 
 
 def not_checked() -> Newness:
@@ -61,6 +84,7 @@ def from_properties(properties: dict) -> Optional[Newness]:
     """What a DatasetSnapshot's properties say (None if it predates the check); numbers may come back as floats."""
     if NEW_SPAN not in properties:
         return None
-    served = str(properties.get(SERVING_SPANS, ""))
+    served, changed = (str(properties.get(k, "")) for k in (SERVING_SPANS, CHANGED_SPANS))
     return Newness(int(properties[NEW_SPAN]) == 1, str(properties.get(NEWEST_SPAN, "")),
-                   str(properties.get(SERVING_VERSION, "")), tuple(s for s in served.split(",") if s))
+                   str(properties.get(SERVING_VERSION, "")), tuple(s for s in served.split(",") if s),
+                   tuple(s for s in changed.split(",") if s))

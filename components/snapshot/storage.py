@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import BinaryIO, Iterator, Protocol
+from typing import BinaryIO, Iterator, Optional, Protocol
+
+from components import gcs
 
 
 class Storage(Protocol):
@@ -32,6 +34,12 @@ class Storage(Protocol):
         """Make tmp/* visible as final/*, with final/<last> appearing last."""
 
     def delete(self, prefix: str) -> None: ...
+
+    def create(self, path: str, body: bytes) -> bool:
+        """Write path only if it does not exist (O_EXCL; a GCS generation precondition); False if it did."""
+
+    def modified(self, prefix: str) -> Optional[float]:
+        """The newest write time of anything under prefix (seconds since the epoch); None when empty."""
 
 
 class LocalStorage:
@@ -75,7 +83,29 @@ class LocalStorage:
             os.close(dir_fd)
 
     def delete(self, prefix: str) -> None:
-        shutil.rmtree(self.base / prefix, ignore_errors=True)
+        target = self.base / prefix
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
+
+    def create(self, path: str, body: bytes) -> bool:
+        target = self.base / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        return True
+
+    def modified(self, prefix: str) -> Optional[float]:
+        top = self.base / prefix
+        if top.is_file():
+            return top.stat().st_mtime
+        times = [p.stat().st_mtime for p in top.rglob("*") if p.is_file()] if top.is_dir() else []
+        return max(times, default=None)
 
 
 class GcsStorage:
@@ -118,8 +148,30 @@ class GcsStorage:
         self.delete(tmp)
 
     def delete(self, prefix: str) -> None:
-        for name in self.list(prefix):
-            self.bucket.blob(self.prefix + name).delete(retry=self.retry)
+        from google.api_core.exceptions import NotFound
+
+        names = list(self.list(prefix)) or ([prefix] if prefix and self.exists(prefix) else [])
+        for name in names:
+            try:
+                self.bucket.blob(self.prefix + name).delete(retry=self.retry)
+            except NotFound:  # removed meanwhile (by a retried call or another cleaner): the goal holds
+                pass
+
+    def create(self, path: str, body: bytes) -> bool:
+        return gcs.create(f"gs://{self.bucket.name}/{self.prefix}{path}", body, self.client) is not None
+
+    def modified(self, prefix: str) -> Optional[float]:
+        full = self.prefix + prefix
+        times = [b.updated.timestamp() for b in self.client.list_blobs(self.bucket, prefix=full)
+                 if b.name == full or b.name.startswith(full.rstrip("/") + "/")]
+        return max(times, default=None)
+
+
+def chunks(store: Storage, path: str) -> Iterator[bytes]:
+    """The bytes of path in chunks: for a copy from one storage to another (store.write)."""
+    with store.open_read(path) as f:
+        while chunk := f.read(1 << 20):
+            yield chunk
 
 
 def storage_for(uri: str, gcs_client=None) -> Storage:

@@ -123,15 +123,17 @@ def fingerprint(source_uri: str, gcs_client=None) -> str:
 
 
 def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] = (),
-           missing_values: Sequence[str] = ()) -> Manifest:
+           missing_values: Sequence[str] = (), leave_out: Sequence[str] = ()) -> Manifest:
     """Snapshot source_uri (only the given span directories, if any) into root; returns the existing
     snapshot if the bytes are already there.
 
     CSV cells equal to one of `missing_values` are stored empty (components/snapshot/missing_values.py).
+    A file named in `leave_out` directly inside a span directory (its ready marker, spans.py) is not data.
     """
     missing_values = tuple(sorted({t for t in missing_values if t}))
     src, dst = storage_for(source_uri, gcs_client), storage_for(root, gcs_client)
-    listing = [p for p in src.list() if not spans or p.partition("/")[0] in spans]
+    listing = [p for p in src.list() if not spans or (p.partition("/")[0] in spans
+                                                     and p.partition("/")[2] not in leave_out)]
     if not listing:
         raise SnapshotError(f"snapshot source {source_uri!r} has no files (missing or empty directory?)")
     entries = []

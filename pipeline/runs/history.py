@@ -36,6 +36,7 @@ class Row:
     stopped_by: Optional[str]  # the component that failed, if any
     serving: bool = False
     no_new_span: bool = False  # the Snapshot found nothing new, so nothing after it ran
+    removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
 
     @property
     def outcome(self) -> str:
@@ -80,6 +81,7 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
                # A rerun whose Pusher came from cache pushed nothing itself.
                pushed_version=None if summary.unchanged_version else summary.pushed_version,
                unchanged_version=summary.unchanged_version, stopped_by=failed, no_new_span=bool(summary.nothing_new),
+               removed_debris=summary.removed_debris,
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version))
 
@@ -108,6 +110,7 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
         lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
                      f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
                      f"{'<- serving now' if r.serving and r.pushed_version else ''}")
+        lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
     return "\n".join(lines)
 
 

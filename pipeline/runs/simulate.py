@@ -38,7 +38,7 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
     drift = recipe.drift
     for n in range(1, spans + 1):
         span_data.write_spans(resolve(source_csv), source, recipe, count=1, first=n, rows=rows,
-                              drift_at=drift_at, seed=seed)
+                              drift_at=drift_at, seed=seed, marker=config.data.span_ready_marker)
         shifted = f" (shifted: {drift.numeric} x{span_data.SCALE:g}, fewer of one {drift.categorical})" \
             if drift_at is not None and n >= drift_at else ""
         stream.write(f"\n=== span-{n} landed{shifted}; the schedule fires ===\n")

@@ -25,6 +25,7 @@ from typing import Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from components.snapshot.spans import DEFAULT_READY_MARKER
 from pipeline.config import Config, resolve
 from pipeline.data.checks import check_features, columns_from_schema, load_schema
 from pipeline.errors import ConfigError
@@ -85,8 +86,10 @@ class Recipe:
 
 
 def write_spans(source_csv: str, out_dir: str, recipe: Recipe, count: int, rows: int,
-                drift_at: Optional[int] = None, seed: int = 0, first: int = 1) -> list[Path]:
-    """Write span-<first>..span-<first+count-1>/data.csv under out_dir; returns their directories."""
+                drift_at: Optional[int] = None, seed: int = 0, first: int = 1,
+                marker: Optional[str] = DEFAULT_READY_MARKER) -> list[Path]:
+    """Write span-<first>..span-<first+count-1>/data.csv under out_dir, each followed by its ready `marker`
+    (data.span_ready_marker; None writes none) as a producer does; returns their directories."""
     drift = recipe.drift
     with open(source_csv, newline="") as f:
         reader = csv.DictReader(f)
@@ -108,6 +111,8 @@ def write_spans(source_csv: str, out_dir: str, recipe: Recipe, count: int, rows:
             writer = csv.DictWriter(f, fieldnames=header)
             writer.writeheader()
             writer.writerows(span_rows)
+        if marker:
+            (directory / marker).write_bytes(b"")  # last: the span is complete
         written.append(directory)
     return written
 

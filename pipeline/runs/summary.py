@@ -11,7 +11,9 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.pusher import UNCHANGED_VERSION
+from components.pusher import REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.snapshot import newness
+from components.snapshot.component import WAITING_SPANS
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd
@@ -57,6 +59,12 @@ class RunSummary:
     unchanged_version: Optional[str] = None
     # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
     nothing_new: Optional[str] = None
+    # What killed pushes had left in the serving directory, removed by this run's Pusher.
+    removed_debris: tuple[str, ...] = ()
+    # Spans the Snapshot left out because their ready marker (data.span_ready_marker) was missing.
+    waiting_spans: tuple[str, ...] = ()
+    # Spans the serving version was trained on whose files changed since: why this run is new.
+    changed_spans: tuple[str, ...] = ()
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -116,6 +124,10 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.snapshot_digest = snapshots[0][1].properties.get("digest")
         summary.snapshot_rows = snapshots[0][1].properties.get("rows")
         summary.nothing_new = nothing_new(snapshots[0][1].properties)
+        properties = snapshots[0][1].properties
+        summary.waiting_spans = tuple(s for s in str(properties.get(WAITING_SPANS, "")).split(",") if s)
+        found = newness.from_properties(properties)
+        summary.changed_spans = found.changed_spans if found is not None else ()
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
     if anomalies is not None:
         summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
@@ -124,6 +136,8 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.pushed_path = pushed.properties.get("pushed_destination")
         summary.pushed_version = pushed.properties.get("pushed_version")
     pusher = summary.component("Pusher")
+    if pushed is not None and pusher.state != "cached":
+        summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
     if pushed is not None and pushed.properties.get("pushed") == 1 and pusher.state == "cached":
         # A Pusher served from cache: its output is the push of an earlier run, so this run pushed
         # nothing and that version still holds the candidate.
@@ -179,6 +193,10 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
     if summary.snapshot_digest:
         lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
+    if summary.waiting_spans:
+        lines.append(f"spans waiting for their ready marker, left out of this run: {', '.join(summary.waiting_spans)}")
+    if summary.changed_spans:
+        lines.append(f"spans changed since the serving model was trained on them: {', '.join(summary.changed_spans)}")
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
@@ -198,6 +216,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
         lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})")
     else:
         lines.append("pushed: nothing (the model serving now, if any, is unchanged)")
+    lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
     lines.append(f"metadata:  {config.pipeline.metadata_path}")
     if log_file:

@@ -1,0 +1,350 @@
+"""Who runs on a pipeline root: one run at a time, on a local disk or on a gs:// root.
+
+A schedule, a person and a retry may start runs on the same root at once;
+both would train, decide against the same (old) serving model and push. So a
+run first takes `<root>/run.lock`; a second run waits for it up to
+`pipeline.lock_wait_seconds`, then refuses naming the holder (pipeline/runs/lock.py
+turns that into exit 5).
+
+Local root: the file is created with O_EXCL (atomic on a local file system)
+and names the holder's pid, host and start. A holder that is a dead process on
+this host is stale (the run was killed) and is taken over; a holder on another
+host cannot be checked, so its lock stands until a person removes the file.
+
+gs:// root: GCS has no O_EXCL and no lock, only generation preconditions
+(components/gcs.py). The lease is an object created with ifGenerationMatch=0.
+Its body names the owner (the run), when it was acquired, its last heartbeat
+and its expiry (heartbeat + ttl, on the holder's clock; GCP machines keep NTP
+time, and the ttl is minutes). Every write of it after that is an overwrite
+with ifGenerationMatch=<the generation the writer read or wrote last>:
+- heartbeat: the owner pushes its expiry forward; a 412 means its lease was
+  taken over (it had expired), and the owner learns it (LeaseLost);
+- release: the owner overwrites it with `released: true` (so only the owner,
+  with the generation it holds, releases it; the object is not deleted,
+  because the emulator the tests use ignores a delete's precondition);
+- takeover: a waiter that finds it released or expired overwrites it under
+  the generation it read; of two waiters one wins, the other gets 412 and
+  waits on. Taking over an expired (not released) lease is logged with the
+  previous holder.
+
+`live_since(root)` says since when the live holder has held the root: debris
+older than that (a killed push's staging, an unfinished analyzer cache
+generation) was left by a run that is gone, and may be removed by anyone
+(`debris_cutoff`). With no live holder, only what is older than
+UNLEASED_GRACE_SECONDS is.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Callable, Iterator, Optional
+
+from components import gcs
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "run.lock"
+# A gs:// lease not heartbeaten for this long is stale; its holder heartbeats every third of it.
+DEFAULT_TTL_SECONDS = 600.0
+# When no run holds a lease (Vertex runs take none yet), another run's leftovers are debris only after
+# this long: far longer than a push copies a model or Transform writes its cache.
+UNLEASED_GRACE_SECONDS = 3600.0
+_ISO = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class LeaseBusy(RuntimeError):
+    """Another run holds the root past the wait; the message names it."""
+
+
+class LeaseLost(RuntimeError):
+    """This run's gs:// lease was taken over (it expired): another run may now be writing."""
+
+
+def _iso(t: float) -> str:
+    return time.strftime(_ISO, time.gmtime(t))
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    owner: str = ""       # the run (a gs:// lease) or "" (a local lock names no run)
+    host: str = ""
+    pid: Optional[int] = None
+    acquired: Optional[float] = None
+    expires: Optional[float] = None   # gs:// only
+    released: bool = False            # gs:// only
+    nonce: str = ""                   # tells a holder's own retried create from another's
+
+    @classmethod
+    def parse(cls, text: str) -> Optional["Holder"]:
+        try:
+            body = json.loads(text)
+        except ValueError:  # being written right now, or truncated by a crash
+            return None
+        if not isinstance(body, dict):
+            return None
+        acquired = body.get("acquired")
+        if acquired is None and isinstance(body.get("started"), str):  # a lock file written before "acquired"
+            with contextlib.suppress(ValueError):
+                acquired = float(calendar.timegm(time.strptime(body["started"], _ISO)))
+        return cls(owner=str(body.get("owner", "")), host=str(body.get("host", "")), pid=body.get("pid"),
+                   acquired=acquired, expires=body.get("expires"), released=bool(body.get("released")),
+                   nonce=str(body.get("nonce", "")))
+
+    def body(self) -> bytes:
+        out = {"owner": self.owner, "host": self.host, "pid": self.pid, "acquired": self.acquired,
+               "started": _iso(self.acquired or 0), "expires": self.expires, "released": self.released,
+               "nonce": self.nonce}
+        return json.dumps({k: v for k, v in out.items() if v not in (None, "")}).encode()
+
+    def live(self, now: float) -> bool:
+        return not self.released and (self.expires is None or now < self.expires)
+
+    def describe(self) -> str:
+        parts = [f"run {self.owner}" if self.owner else "",
+                 f"pid {self.pid} on {self.host}" if self.host else "",
+                 f"started {_iso(self.acquired)}" if self.acquired is not None else "",
+                 f"expires {_iso(self.expires)}" if self.expires is not None else ""]
+        return ", ".join(p for p in parts if p) or "holder unknown"
+
+
+def busy_message(where: str, holder: Optional[Holder], wait_seconds: float, hint: str) -> str:
+    return (f"another run holds {where} ({holder.describe() if holder else 'holder unknown'}); "
+            f"waited {wait_seconds:g} s (pipeline.lock_wait_seconds). {hint}")
+
+
+def lock_uri(root: str) -> str:
+    return f"{root.rstrip('/')}/{LOCK_FILE}"
+
+
+# ---------------------------------------------------------------- local: O_EXCL
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def read_local(path: str) -> Optional[Holder]:
+    """The holder named by a local lock file; None when there is none, Holder() when it is unreadable."""
+    try:
+        with open(path) as f:
+            return Holder.parse(f.read()) or Holder()
+    except FileNotFoundError:
+        return None
+
+
+def _stale_local(holder: Holder) -> bool:
+    return holder.host == socket.gethostname() and isinstance(holder.pid, int) and not _alive(holder.pid)
+
+
+def _create_local(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(Holder(host=socket.gethostname(), pid=os.getpid(), acquired=time.time()).body().decode())
+    return True
+
+
+@contextlib.contextmanager
+def local_lock(root: str, wait_seconds: float, poll_seconds: float = 1.0,
+               say: Callable[[str], None] = lambda _: None) -> Iterator[None]:
+    """Hold <root>/run.lock (a local directory) for the duration; wait up to wait_seconds, else LeaseBusy."""
+    os.makedirs(root, exist_ok=True)
+    path = lock_uri(root)
+    deadline, announced = time.monotonic() + wait_seconds, False
+    while not _create_local(path):
+        holder = read_local(path)
+        if holder and _stale_local(holder):
+            say(f"removing stale run lock {path} (pid {holder.pid} on this host is gone)")
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            continue
+        if time.monotonic() >= deadline:
+            raise LeaseBusy(busy_message(path, holder, wait_seconds, "If that run is gone, delete the file."))
+        if not announced:
+            say(f"waiting for the run holding {path} ({holder.describe() if holder else 'holder unknown'}), "
+                f"up to {wait_seconds:g} s")
+            announced = True
+        time.sleep(poll_seconds)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+# ---------------------------------------------------------------- gs://: generation preconditions
+
+
+class GcsLease:
+    """The lease object <root>/run.lock on a gs:// root, held by `owner` (a run id)."""
+
+    def __init__(self, root: str, owner: str, ttl_seconds: float = DEFAULT_TTL_SECONDS, gcs_client=None,
+                 clock: Callable[[], float] = time.time):
+        if ttl_seconds <= 0:
+            raise ValueError(f"lease ttl must be positive, got {ttl_seconds}")
+        self.uri, self.owner, self.ttl, self.client, self.clock = lock_uri(root), owner, ttl_seconds, gcs_client, clock
+        self.nonce = uuid.uuid4().hex
+        self.generation: Optional[int] = None
+        self.acquired: Optional[float] = None
+        self.taken_over: Optional[Holder] = None  # the stale holder this lease replaced, if any
+
+    def _holder(self, released: bool = False) -> Holder:
+        now = self.clock()
+        return Holder(owner=self.owner, host=socket.gethostname(), pid=os.getpid(), acquired=self.acquired or now,
+                      expires=now + self.ttl, released=released, nonce=self.nonce)
+
+    def try_acquire(self) -> Optional[Holder]:
+        """Take the lease if it is free, released or expired: None when taken, else the live holder."""
+        while True:
+            generation = gcs.create(self.uri, self._holder().body(), self.client)
+            if generation is not None:
+                self.generation, self.acquired = generation, self.acquired or self.clock()
+                return None
+            current = gcs.read(self.uri, self.client)
+            if current is None:  # released by a delete in between (a person): create again
+                continue
+            holder = Holder.parse(current.body.decode(errors="replace"))
+            if holder is not None and holder.nonce == self.nonce:  # our own create, retried by the client
+                self.generation, self.acquired = current.generation, holder.acquired
+                return None
+            if holder is None:  # unreadable: live until ttl after its last write, by the server's clock
+                holder = Holder(expires=current.updated + self.ttl)
+            if holder.live(self.clock()):
+                return holder
+            self.acquired = self.clock()
+            generation = gcs.replace(self.uri, self._holder().body(), current.generation, self.client)
+            if generation is None:  # another waiter took it first; look again
+                self.acquired = None
+                continue
+            self.generation = generation
+            if not holder.released:
+                self.taken_over = holder
+                log.warning("took over the stale run lease %s from %s (it expired without a release)",
+                            self.uri, holder.describe())
+            return None
+
+    def acquire(self, wait_seconds: float, poll_seconds: float = 1.0,
+                say: Callable[[str], None] = lambda _: None) -> "GcsLease":
+        deadline, announced = time.monotonic() + wait_seconds, False
+        while (holder := self.try_acquire()) is not None:
+            if time.monotonic() >= deadline:
+                raise LeaseBusy(busy_message(self.uri, holder, wait_seconds,
+                                             f"It is taken over once it expires ({self.ttl:g} s without a "
+                                             "heartbeat)."))
+            if not announced:
+                say(f"waiting for the run holding {self.uri} ({holder.describe()}), up to {wait_seconds:g} s")
+                announced = True
+            time.sleep(poll_seconds)
+        if self.taken_over is not None:
+            say(f"took over the stale run lease {self.uri} from {self.taken_over.describe()}")
+        return self
+
+    def heartbeat(self) -> None:
+        """Push the expiry forward; LeaseLost when another run took the lease over."""
+        if self.generation is None:
+            raise LeaseLost(f"{self.uri}: not held")
+        generation = gcs.replace(self.uri, self._holder().body(), self.generation, self.client)
+        if generation is None:
+            self.generation = None
+            raise LeaseLost(f"the run lease {self.uri} was taken over by another run (it had expired)")
+        self.generation = generation
+
+    def release(self) -> bool:
+        """Mark it released, if this run still holds it (its generation unchanged); False when it did not."""
+        if self.generation is None:
+            return False
+        generation, self.generation = self.generation, None
+        return gcs.replace(self.uri, self._holder(released=True).body(), generation, self.client) is not None
+
+    @contextlib.contextmanager
+    def kept_alive(self) -> Iterator["GcsLease"]:
+        """Heartbeat every third of the ttl while the body runs; release at the end, also on failure."""
+        stop = threading.Event()
+
+        def beat():
+            while not stop.wait(self.ttl / 3):
+                try:
+                    self.heartbeat()
+                except LeaseLost as e:
+                    log.error("%s", e)
+                    return
+                except Exception:  # noqa: BLE001 - a missed beat is retried; expiry is ttl away
+                    log.exception("heartbeat of %s failed; retrying", self.uri)
+
+        thread = threading.Thread(target=beat, name="run-lease-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+            self.release()
+
+
+def read_gcs(root: str, gcs_client=None) -> Optional[Holder]:
+    current = gcs.read(lock_uri(root), gcs_client)
+    # Unreadable: a holder unknown, live (fail closed).
+    return (Holder.parse(current.body.decode(errors="replace")) or Holder()) if current else None
+
+
+# ---------------------------------------------------------------- both
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def hold(root: str, wait_seconds: float, poll_seconds: float = 1.0, say: Callable[[str], None] = lambda _: None,
+         owner: Optional[str] = None, ttl_seconds: float = DEFAULT_TTL_SECONDS, gcs_client=None) -> Iterator[None]:
+    """Hold the root (local lock file or gs:// lease) for the duration; LeaseBusy after wait_seconds."""
+    if gcs.is_gcs(root):
+        lease = GcsLease(root, owner or default_owner(), ttl_seconds, gcs_client)
+        with lease.acquire(wait_seconds, poll_seconds, say).kept_alive():
+            yield
+    else:
+        with local_lock(root, wait_seconds, poll_seconds, say):
+            yield
+
+
+def live_since(root: str, gcs_client=None, now: Optional[float] = None) -> Optional[float]:
+    """When the run holding the root now took it (seconds since the epoch); None when no run holds it.
+
+    A local lock whose holder is a dead process on this host is not live. A holder that cannot be read
+    (being written) or names no start counts as holding since now: nothing of it may be taken for debris.
+    """
+    now = time.time() if now is None else now
+    if gcs.is_gcs(root):
+        holder = read_gcs(root, gcs_client)
+        if holder is None or not holder.live(now):
+            return None
+    else:
+        holder = read_local(lock_uri(root))
+        if holder is None or _stale_local(holder):
+            return None
+    return holder.acquired if holder.acquired is not None else now
+
+
+def debris_cutoff(live_since: Optional[float], now: Optional[float] = None) -> float:
+    """Another run's leftovers written before this time are debris: before the live holder took the root
+    (its writer is gone), or, with no live holder, more than UNLEASED_GRACE_SECONDS ago."""
+    if live_since is not None:
+        return live_since
+    return (time.time() if now is None else now) - UNLEASED_GRACE_SECONDS
