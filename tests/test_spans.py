@@ -198,15 +198,13 @@ class _Snapshotter:
         self.runs = 0
 
     def run(self):
-        from tfx.types import standard_artifacts
-
-        from components.snapshot.component import DATA_URI_KEY, SNAPSHOT_KEY, DatasetSnapshot
+        from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot
 
         self.runs += 1
-        snapshot, data_uri = DatasetSnapshot(), standard_artifacts.String()
-        snapshot.uri, data_uri.uri = str(self.tmp_path / f"artifact-{self.runs}"), str(self.tmp_path / "data_uri")
+        snapshot = DatasetSnapshot()
+        snapshot.uri = str(self.tmp_path / f"artifact-{self.runs}")
         Path(snapshot.uri).mkdir()
-        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot], DATA_URI_KEY: [data_uri]}, dict(self.props))
+        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot]}, dict(self.props))
         return snapshot
 
     def serve(self, snapshot, version: int) -> None:
