@@ -15,7 +15,7 @@ def parse_endpoint(endpoint: str, what: str, bare_host: bool = True) -> ParseRes
     text = endpoint if "://" in endpoint or not bare_host else f"https://{endpoint}"
     url = urlparse(text)
     try:
-        url.port  # a non-numeric or out-of-range port raises here
+        _ = url.port  # a non-numeric or out-of-range port raises here
     except ValueError:
         url = url._replace(netloc="")
     if url.scheme not in ("http", "https") or not url.hostname or url.username or url.password \

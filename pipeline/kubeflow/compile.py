@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import Config
-from pipeline.errors import ConfigError
+from pipeline.errors import EXIT_OK, ConfigError
 from pipeline.vertex import cache_rule
 
 DEFAULT_OUTPUT = "output/kubeflow/pipeline.yaml"
@@ -64,3 +64,14 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
 
 def load_spec(package: str | os.PathLike) -> dict:
     return yaml.safe_load(Path(package).read_text())
+
+
+def cmd_compile(config: Config, args) -> int:
+    out = compile_pipeline(config, args.output)
+    spec = load_spec(out)
+    tasks = dict(cache_rule.dag_tasks(spec))
+    print(f"wrote {out} ({len(tasks)} tasks, image {config.kubeflow.pipeline_image}, "
+          f"pipeline spec {spec['schemaVersion']})")
+    cached = sorted(name for name, task in tasks.items() if cache_rule.caching_enabled(task))
+    print(f"cache: looked up when the inputs repeat: {', '.join(cached) or 'none (pipeline.enable_cache is false)'}")
+    return EXIT_OK
