@@ -76,6 +76,9 @@ class FakeKfp(JsonServer):
     experiments: dict[str, dict] = field(default_factory=dict)
     runs: dict[str, dict] = field(default_factory=dict)
     recurring_runs: dict[str, dict] = field(default_factory=dict)
+    # States a run walks through on successive GETs (RuntimeState); the last one sticks.
+    run_states: list[str] = field(default_factory=lambda: ["RUNNING", "SUCCEEDED"])
+    run_error: str = ""
 
     def sent(self, method: str, path_regex: str) -> list[Request]:
         return [r for r in self.requests if r.method == method and re.search(path_regex, r.path)]
@@ -90,7 +93,7 @@ class FakeKfp(JsonServer):
             ("POST", r"/experiments$", self._create_experiment),
             ("GET", r"/experiments$", self._list_experiments),
             ("POST", r"/runs$", self._create_run),
-            ("GET", r"/runs/(?P<id>[^/:]+)$", self._get("runs", "run_id")),
+            ("GET", r"/runs/(?P<id>[^/:]+)$", self._get_run),
             ("POST", r"/recurringruns$", self._create_recurring_run),
             ("GET", r"/recurringruns$", self._list_recurring_runs),
             ("GET", r"/recurringruns/(?P<id>[^/:]+)$", self._get("recurring_runs", "recurring_run_id")),
@@ -139,7 +142,8 @@ class FakeKfp(JsonServer):
     def _list_experiments(self, r, m):
         found = list(self.experiments.values())
         for predicate in json.loads(r.query.get("filter", ["{}"])[0]).get("predicates", []):
-            if predicate.get("key") != "display_name" or predicate.get("operation") != "EQUALS":
+            # protojson reads an enum by name or number (filter.proto: EQUALS = 1); kfp.Client sends 1.
+            if predicate.get("key") != "display_name" or predicate.get("operation") not in ("EQUALS", 1):
                 raise BadRequest(f"unsupported filter predicate {predicate}")
             found = [e for e in found if e["display_name"] == predicate.get("string_value",
                                                                               predicate.get("stringValue"))]
@@ -184,6 +188,18 @@ class FakeKfp(JsonServer):
         if not parsed.HasField("root"):
             raise BadRequest("invalid v2 pipeline spec: root component is empty")
 
+    def _get_run(self, r, m):
+        run = self.runs.get(m["id"])
+        if run is None:
+            return self.error(404, f"run {m['id']} not found")
+        seen = run.setdefault("_gets", 0)
+        run["_gets"] = seen + 1
+        state = self.run_states[min(seen, len(self.run_states) - 1)]
+        answer = {k: v for k, v in run.items() if k != "_gets"} | {"state": state}
+        if state == "FAILED" and self.run_error:
+            answer["error"] = {"code": 13, "message": self.run_error}
+        return 200, answer
+
     def _get(self, table: str, key: str):
         def get(r, m):
             item = getattr(self, table).get(m["id"])
@@ -206,8 +222,10 @@ class FakeKfp(JsonServer):
         if cron is None:
             raise BadRequest("stand-in: only cron triggers are modelled")
         _robfig_v1_parse(cron)
-        job_id = str(uuid.uuid4())
         mode = job.mode or "MODE_UNSPECIFIED"
+        if mode not in kfp_server_api.RecurringRunMode.allowable_values:
+            raise BadRequest(f'invalid value for enum field mode: "{mode}"')
+        job_id = str(uuid.uuid4())
         self.recurring_runs[job_id] = {
             **r.body, "recurring_run_id": job_id, "created_at": _NOW, "updated_at": _NOW,
             "status": {"ENABLE": "ENABLED", "DISABLE": "DISABLED"}.get(mode, "STATUS_UNSPECIFIED")}
@@ -219,7 +237,9 @@ class FakeKfp(JsonServer):
             found = [j for j in found if j.get("experiment_id") == r.query["experiment_id"][0]]
         if "namespace" in r.query:
             found = [j for j in found if j.get("namespace", "") == r.query["namespace"][0]]
-        return 200, {"recurring_runs": found, "total_size": len(found)} if found else {}
+        # The proto field is named recurringRuns (recurring_run.proto, ListRecurringRunsResponse), so
+        # that is its JSON name too under UseProtoNames.
+        return 200, {"recurringRuns": found, "total_size": len(found)} if found else {}
 
     def _switch(self, mode: str, status: str):
         def switch(r, m):

@@ -60,6 +60,7 @@ def make_client(config: Config):
         ca = resolve(kf.ssl_ca_cert)
         if not Path(ca).is_file():
             raise ConfigError(f"kubeflow.ssl_ca_cert {kf.ssl_ca_cert!r}: no such file ({ca})")
+    check_server(config, token, ca)
     import kfp
 
     with warnings.catch_warnings():
@@ -69,6 +70,22 @@ def make_client(config: Config):
         # ~/.config/kfp/context.json when it is the default "kubeflow".
         return call(config, "connecting to the KFP API server", lambda: kfp.Client(
             host=kf.host, namespace=kf.namespace, existing_token=token, ssl_ca_cert=ca))
+
+
+def check_server(config: Config, token: Optional[str] = None, ca: Optional[str] = None):
+    """GET /apis/v2beta1/healthz once, with the token: the server's answer (multi_user), or a
+    KubeflowError saying what is wrong. kfp.Client makes this call itself, but retries an
+    answered error (a 401 included) five times, 5 s apart, and then reports a timeout."""
+    import kfp_server_api
+
+    configuration = kfp_server_api.Configuration(host=config.kubeflow.host)
+    if token:
+        configuration.api_key["authorization"] = token
+        configuration.api_key_prefix["authorization"] = "Bearer"
+    if ca:
+        configuration.ssl_ca_cert = ca
+    api = kfp_server_api.HealthzServiceApi(kfp_server_api.ApiClient(configuration))
+    return call(config, "health check of the KFP API server", lambda: api.get_healthz(_request_timeout=30))
 
 
 def call(config: Config, action: str, fn: Callable[[], T]) -> T:

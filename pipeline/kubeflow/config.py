@@ -52,6 +52,11 @@ class KubeflowSection(Section):
     # CA bundle for an API server with a private certificate.
     ssl_ca_cert: Optional[str] = None
 
+    @field_validator("experiment", "service_account", "token_env", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v):
+        return None if v == "" else v
+
     @field_validator("host")
     @classmethod
     def _host(cls, v: str) -> str:

@@ -14,7 +14,7 @@ from typing import Optional
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed
-from pipeline.kubeflow.client import KubeflowError, call, make_client
+from pipeline.kubeflow.client import KubeflowError, check_server, read_token
 from pipeline.vertex import images
 from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _short
 
@@ -22,8 +22,7 @@ from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _s
 def _api(config: Config) -> list[Result]:
     kf = config.kubeflow
     try:
-        client = make_client(config)
-        health = call(config, "health check", lambda: client.get_kfp_healthz(sleep_duration=0))
+        health = check_server(config, read_token(config))
     except KubeflowError as e:
         return [Result(FAIL, f"KFP API {kf.host}", str(e), "check kubeflow.host, the port-forward and the token")]
     mode = "multi-user" if health.multi_user else "single-user"

@@ -107,6 +107,7 @@ def cmd_schedule(config: Config, args) -> int:
     if getattr(args, "api_endpoint", None):
         raise ConfigError("--api-endpoint is for Vertex AI; with pipeline.target kubeflow the API server is "
                           "kubeflow.host")
+    job_id = None if args.action == "list" else _recurring_run_id(args.schedule, args.action)
     client = make_client(config)
     if args.action == "list":
         experiment_id = _experiment_id(config, client, create=False)
@@ -123,7 +124,6 @@ def cmd_schedule(config: Config, args) -> int:
         if not jobs:
             print(f"no recurring runs in experiment {kf.experiment_name(config.pipeline.name)} ({kf.host})")
         return EXIT_OK
-    job_id = _recurring_run_id(args.schedule, args.action)
     action = {"pause": client.disable_recurring_run, "resume": client.enable_recurring_run,
               "delete": client.delete_recurring_run}[args.action]
     call(config, f"schedule {args.action} {job_id}", lambda: action(recurring_run_id=job_id))
