@@ -62,3 +62,23 @@ def test_cli_rejects_bad_config_before_running_anything(tmp_path):
     assert result.returncode == 2
     assert "trainer.strategy" in result.stderr
     assert not any(tmp_path.iterdir()), "nothing may be written for a rejected config"
+
+
+# ---------------------------------------------------------------- pipeline.target
+
+
+def test_target_defaults_to_vertex_and_kubeflow_needs_its_section():
+    assert load_config(None).pipeline.target == "vertex"
+    kubeflow = load_config("configs/kubeflow.yaml")
+    assert (kubeflow.pipeline.target, kubeflow.kubeflow.namespace) == ("kubeflow", "kubeflow")
+    with pytest.raises(ConfigError, match="pipeline.target is kubeflow but there is no kubeflow section"):
+        load_config(None, ["pipeline.target=kubeflow"])
+    with pytest.raises(ConfigError, match="a kubeflow section is set but pipeline.target is 'vertex'"):
+        load_config("configs/kubeflow.yaml", ["pipeline.target=vertex"])
+    with pytest.raises(ConfigError, match="pipeline.target"):
+        load_config(None, ["pipeline.target=argo"])
+
+
+def test_kubeflow_target_takes_no_vertex_sections():
+    with pytest.raises(ConfigError, match="remove the vertex and dataflow sections"):
+        load_config("configs/kubeflow.yaml", ["dataflow.enabled=false"])
