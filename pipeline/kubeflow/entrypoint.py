@@ -117,6 +117,8 @@ def remove_directory_markers(uris: Iterable[str], client=None) -> list[str]:
         from google.cloud import storage
 
         client = storage.Client()
+    from google.api_core import exceptions as gexc
+
     removed = []
     for uri in uris:
         bucket_name, _, prefix = uri[len("gs://"):].partition("/")
@@ -125,7 +127,10 @@ def remove_directory_markers(uris: Iterable[str], client=None) -> list[str]:
         for blob in client.list_blobs(bucket_name, prefix=f"{prefix}/" if prefix else None):
             if blob.name.endswith("/") and blob.size == 0:
                 # Only if still the marker we listed: a concurrent writer's object is left alone.
-                bucket.blob(blob.name).delete(if_generation_match=blob.generation)
+                try:
+                    bucket.blob(blob.name).delete(if_generation_match=blob.generation)
+                except (gexc.NotFound, gexc.PreconditionFailed):
+                    continue
                 removed.append(f"gs://{bucket_name}/{blob.name}")
     return removed
 
