@@ -227,7 +227,9 @@ class FakeKfp(JsonServer):
             raise BadRequest(f'invalid value for enum field mode: "{mode}"')
         job_id = str(uuid.uuid4())
         self.recurring_runs[job_id] = {
-            **r.body, "recurring_run_id": job_id, "created_at": _NOW, "updated_at": _NOW,
+            # int64 is a JSON string in protojson (recurring_run.proto: int64 max_concurrency).
+            **r.body, "max_concurrency": str(concurrency), "recurring_run_id": job_id, "created_at": _NOW,
+            "updated_at": _NOW,
             "status": {"ENABLE": "ENABLED", "DISABLE": "DISABLED"}.get(mode, "STATUS_UNSPECIFIED")}
         return 200, self.recurring_runs[job_id]
 

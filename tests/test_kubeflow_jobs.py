@@ -97,7 +97,8 @@ def test_schedule_create_list_pause_resume_delete(kfp, capsys):
     # Second 0, 03:00, Mondays: the 5-field cron in robfig/cron's seconds-first form.
     assert job["trigger"]["cron_schedule"]["cron"] == "0 0 3 * * 1"
     assert job["trigger"]["cron_schedule"]["start_time"] == "2027-01-04T02:00:00Z"
-    assert (job["mode"], job["max_concurrency"], job["no_catchup"]) == ("ENABLE", 2, True)
+    assert (job["mode"], job["max_concurrency"], job["no_catchup"]) == ("ENABLE", "2", True)
+    assert fake.sent("POST", "/recurringruns$")[0].body["max_concurrency"] == 2
     assert _spec(job["pipeline_spec"]) == _spec(yaml.safe_load(compiled_package().read_text()))
     assert job["runtime_config"]["pipeline_root"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
 
