@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from pipeline.follow import follow
 from pipeline.kubeflow.client import call, make_client
 
 # V2beta1RuntimeState values that end a run (backend/api/v2beta1/run.proto, RuntimeState).
@@ -56,20 +57,12 @@ def submit(config: Config, package: Path, enable_caching: Optional[bool] = None,
 def wait(config: Config, run_id: str, poll_seconds: float = 30.0, report: Callable[[str], None] = print) -> bool:
     """Follow the run until it ends; report each state change; True if it succeeded."""
     client = make_client(config)
-    last = None
-    while True:
+
+    def read() -> tuple[str, Optional[str]]:
         run = call(config, f"reading run {run_id}", lambda: client.get_run(run_id))
-        state = run.state or "RUNTIME_STATE_UNSPECIFIED"
-        if state != last:
-            report(f"{time.strftime('%H:%M:%S')} {state}")
-            last = state
-        if state == _DONE_OK:
-            return True
-        if state in _DONE_BAD:
-            if run.error and run.error.message:
-                report(f"error: {run.error.message}")
-            return False
-        time.sleep(poll_seconds)
+        return run.state or "RUNTIME_STATE_UNSPECIFIED", run.error.message if run.error else None
+
+    return follow(read, _DONE_OK, _DONE_BAD, poll_seconds, report)
 
 
 def cmd_submit(config: Config, args) -> int:
