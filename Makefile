@@ -37,24 +37,27 @@ $(VENV)/.installed: requirements.lock
 run: venv
 	$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
 
-# Vertex AI (docs/vertex.md). compile needs no cloud access; preflight/submit/schedule use
-# Application Default Credentials. e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'",
-# make schedule ACTION=pause ID=1234
+# Vertex AI (docs/vertex.md) or self-hosted Kubeflow Pipelines (docs/kubeflow.md): the config's
+# pipeline.target decides. compile needs no cloud access; preflight/submit/schedule use Application
+# Default Credentials (Vertex) or kubeflow.host and its token (Kubeflow). The config is VERTEX_CONFIG,
+# or CONFIG when given on the command line or in the environment: make submit CONFIG=configs/kubeflow.yaml.
+# e.g. make schedule ACTION=create ARGS="--cron '0 3 * * 1'", make schedule ACTION=pause ID=1234
 VERTEX_CONFIG ?= configs/vertex.yaml
+TARGET_CONFIG = $(if $(filter command line environment,$(origin CONFIG)),$(CONFIG),$(VERTEX_CONFIG))
 ACTION ?= list
 ID ?=
 
 compile: venv
-	$(PY) -m pipeline compile --config $(VERTEX_CONFIG) $(ARGS)
+	$(PY) -m pipeline compile --config $(TARGET_CONFIG) $(ARGS)
 
 preflight: venv
-	$(PY) -m pipeline preflight --config $(VERTEX_CONFIG) $(ARGS)
+	$(PY) -m pipeline preflight --config $(TARGET_CONFIG) $(ARGS)
 
 submit: venv
-	$(PY) -m pipeline submit --config $(VERTEX_CONFIG) $(ARGS)
+	$(PY) -m pipeline submit --config $(TARGET_CONFIG) $(ARGS)
 
 schedule: venv
-	$(PY) -m pipeline schedule $(ACTION) $(ID) --config $(VERTEX_CONFIG) $(ARGS)
+	$(PY) -m pipeline schedule $(ACTION) $(ID) --config $(TARGET_CONFIG) $(ARGS)
 
 # The spec submit would send, run on this machine as Vertex runs it (docs/vertex.md); no cloud access.
 .PHONY: dryrun

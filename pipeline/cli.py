@@ -16,7 +16,6 @@ from pipeline.errors import (
     ConfigError,
 )
 from pipeline.runs.lock import RunLocked
-from pipeline.vertex.compile import DEFAULT_OUTPUT
 from pipeline.vertex.dryrun import DEFAULT_DIR as DRYRUN_DIR
 
 
@@ -74,10 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_vertex_commands(sub) -> None:
-    compile_ = sub.add_parser("compile", help="write the Vertex AI PipelineJob JSON (no cloud access)")
-    preflight = sub.add_parser("preflight", help="check the GCP project is ready for a run (one line per check)")
-    submit = sub.add_parser("submit", help="compile and submit to Vertex AI Pipelines")
-    schedule = sub.add_parser("schedule", help="manage scheduled runs on Vertex AI Pipelines")
+    # Each goes to the config's pipeline.target: Vertex AI Pipelines or a self-hosted Kubeflow Pipelines.
+    compile_ = sub.add_parser("compile", help="write the pipeline spec for pipeline.target (no cloud access)")
+    preflight = sub.add_parser("preflight", help="check the target is ready for a run (one line per check)")
+    submit = sub.add_parser("submit", help="compile and submit to pipeline.target (Vertex AI or Kubeflow)")
+    schedule = sub.add_parser("schedule", help="manage scheduled runs on pipeline.target (Vertex AI or Kubeflow)")
     schedule.add_argument("action", choices=["create", "list", "pause", "resume", "delete"])
     schedule.add_argument("schedule", nargs="?", help="schedule id or resource name (pause/resume/delete)")
     schedule.add_argument("--cron", help="e.g. 'TZ=Europe/Berlin 0 3 * * 1' (create)")
@@ -90,12 +90,16 @@ def _add_vertex_commands(sub) -> None:
     submit.add_argument("--poll-seconds", type=float, default=30.0)
     submit.add_argument("--job-id", help="default: <pipeline name>-<timestamp>")
     for p, name in ((compile_, "compile"), (preflight, "preflight"), (submit, "submit"), (schedule, "schedule")):
-        p.set_defaults(func=lambda config, args, name=name: _vertex_command(name)(config, args))
+        p.set_defaults(func=lambda config, args, name=name: _target_command(name, config, args)(config, args))
         _add_config_args(p)
         p.set_defaults(config="configs/vertex.yaml")
-        p.add_argument("-o", "--output", default=DEFAULT_OUTPUT, help="compiled JSON path")
+        p.add_argument("-o", "--output", help="compiled spec path (default: output/vertex/pipeline.json, "
+                       "or output/kubeflow/pipeline.yaml for pipeline.target kubeflow)")
     preflight.add_argument("--spec", metavar="FILE", help="check this compiled spec (what `compile` wrote) "
                            "instead of compiling the config to --output")
+    for p in (submit, schedule):
+        p.add_argument("--package", metavar="FILE", help="send this spec compiled earlier instead of compiling "
+                       "(pipeline.target kubeflow)")
     for p in (preflight, submit, schedule):
         p.add_argument("--preflight-endpoint", metavar="URL",
                        help="send the preflight's Google API calls to this local emulator (tests)")
@@ -108,10 +112,16 @@ def _add_vertex_commands(sub) -> None:
                             "rule (default: the rule; see docs/vertex.md)")
 
 
-def _vertex_command(name: str):
-    # Imported on demand: the Vertex client libraries are slow to import and local runs don't need them.
-    from pipeline.vertex import compile, preflight, schedules, submit
-
+def _target_command(name: str, config, args):
+    # Imported on demand: the cloud client libraries are slow to import and local runs don't need them.
+    if config.pipeline.target == "kubeflow":
+        from pipeline.kubeflow import compile, preflight, schedules, submit
+    else:
+        if getattr(args, "package", None):
+            raise ConfigError("--package is for pipeline.target kubeflow; Vertex submits what it compiles")
+        from pipeline.vertex import compile, preflight, schedules, submit
+    if getattr(args, "output", "") is None:
+        args.output = compile.DEFAULT_OUTPUT
     return {"compile": compile.cmd_compile, "preflight": preflight.cmd_preflight, "submit": submit.cmd_submit,
             "schedule": schedules.cmd_schedule}[name]
 

@@ -4,7 +4,8 @@ A YAML file (configs/*.yaml) gives the values, `--set section.key=value`
 overrides them, and pydantic rejects anything unknown or out of range before a
 single component runs. Paths and names are validated here because they end up
 in file-system calls, GCS object names and Vertex resource names; the `vertex`
-and `dataflow` sections and their validated strings are in pipeline/vertex/config.py.
+and `dataflow` sections and their validated strings are in pipeline/vertex/config.py,
+the `kubeflow` section (self-hosted Kubeflow Pipelines) in pipeline/kubeflow/config.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from components.snapshot.missing_values import DEFAULT_TOKENS
 from components.snapshot.spans import DEFAULT_READY_MARKER, validate_marker, validate_selection
 from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
+from pipeline.kubeflow.config import KubeflowSection
 from pipeline.vertex.config import DataflowSection, VertexSection
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.feature_config import FeatureConfig
@@ -40,6 +42,10 @@ class PipelineSection(Section):
     # A run that finds another running on the same root waits this long for it,
     # then refuses (exit 5); 0 refuses at once (pipeline/runs/lock.py).
     lock_wait_seconds: float = Field(3600, ge=0)
+    # Where compile, submit, schedule and preflight send the pipeline: Vertex AI Pipelines
+    # (the vertex section) or a self-hosted Kubeflow Pipelines 2.x (the kubeflow section).
+    # `run` always runs here.
+    target: Literal["vertex", "kubeflow"] = "vertex"
 
     @field_validator("name")
     @classmethod
@@ -245,6 +251,8 @@ class Config(Section):
     # Present only when the pipeline targets Vertex AI (configs/vertex.yaml).
     vertex: Optional[VertexSection] = None
     dataflow: Optional[DataflowSection] = None
+    # Present only when pipeline.target is kubeflow (configs/kubeflow.yaml).
+    kubeflow: Optional[KubeflowSection] = None
     snapshot: SnapshotSection = SnapshotSection()
     data_gate: DataGateSection = DataGateSection()
     drift_gate: DriftGateSection = DriftGateSection()
@@ -265,14 +273,30 @@ class Config(Section):
             raise ValueError("dataflow needs a vertex section (project, region, image, service account)")
         if self.dataflow is not None and self.vertex is not None:
             self.dataflow.check_workers(self.vertex.region)
-        if self.vertex is not None:
-            # Vertex workers see only GCS: a local path would be the compiling machine's.
+        self._check_target()
+        remote = "vertex" if self.vertex is not None else "kubeflow" if self.kubeflow is not None else None
+        if remote:
+            # Remote workers see only GCS: a local path would be the compiling machine's. (KFP's
+            # default MinIO store is not supported: TFX reads s3:// only with tensorflow-io, tfx#4537.)
             for field, value in (("pipeline.root", self.pipeline.root), ("data.input_dir", self.data.input_dir),
                                  ("data.schema_file", self.data.schema_file),
                                  ("trainer.checkpoint_dir", self.trainer.checkpoint_dir)):
                 if value is not None and not value.startswith("gs://"):
-                    raise ValueError(f"{field} must be a gs:// URI when the vertex section is set (got {value!r})")
+                    raise ValueError(f"{field} must be a gs:// URI when the {remote} section is set (got {value!r})")
         return self
+
+    def _check_target(self) -> None:
+        if self.kubeflow is not None and self.pipeline.target != "kubeflow":
+            raise ValueError("a kubeflow section is set but pipeline.target is "
+                             f"{self.pipeline.target!r}; set pipeline.target: kubeflow")
+        if self.pipeline.target == "kubeflow":
+            if self.kubeflow is None:
+                raise ValueError("pipeline.target is kubeflow but there is no kubeflow section "
+                                 "(host, pipeline_image, ...; see configs/kubeflow.yaml)")
+            if self.vertex is not None or self.dataflow is not None:
+                # Both change the DAG (Trainer CustomJob, Dataflow), which KFP clusters don't run.
+                raise ValueError("pipeline.target is kubeflow: remove the vertex and dataflow sections "
+                                 "(the Trainer and Beam run in the pipeline's pods)")
 
 
 def resolve(uri: str) -> str:

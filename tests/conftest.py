@@ -150,10 +150,17 @@ SHARED_RUN_MODULES = ("tests/test_baseline.py", "tests/test_determinism.py", "te
                       "tests/test_lineage.py", "tests/test_pipeline_e2e.py", "tests/test_report.py")
 SHARED_RUNS_GROUP = "shared-runs"
 FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP)
+# The modules that read the compiled Kubeflow package (tests/kubeflow_support.compiled_package,
+# one compile per process) are one group too, so it is compiled once.
+KUBEFLOW_PACKAGE_MODULES = ("tests/test_kubeflow_compile.py", "tests/test_kubeflow_jobs.py",
+                            "tests/test_kubeflow_launcher.py")
+KUBEFLOW_PACKAGE_GROUP = "kubeflow-package"
 
 
 def group_of(nodeid: str) -> str:
     module = nodeid.split("::", 1)[0]
+    if module in KUBEFLOW_PACKAGE_MODULES:
+        return KUBEFLOW_PACKAGE_GROUP
     return SHARED_RUNS_GROUP if module in SHARED_RUN_MODULES else module
 
 

@@ -19,6 +19,10 @@ class JsonServer:
     def _serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
         raise NotImplementedError
 
+    def _dispatch(self, method: str, path: str, query: dict, body: dict, headers: dict) -> tuple[int, dict]:
+        """What the handler calls; a fake that reads request headers (auth) overrides this instead."""
+        return self._serve(method, path, query, body)
+
     def start(self) -> str:
         """Serve in a daemon thread; returns the base URL."""
         fake = self
@@ -31,7 +35,8 @@ class JsonServer:
                 url = urlparse(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-                status, answer = fake._serve(self.command, url.path, parse_qs(url.query), body)
+                status, answer = fake._dispatch(self.command, url.path, parse_qs(url.query), body,
+                                                {k.lower(): v for k, v in self.headers.items()})
                 data = json.dumps(answer).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -15,6 +15,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 INFRA = REPO / "infra"
 TERRAFORM = INFRA / "terraform"
+KUBEFLOW_INFRA = INFRA / "kubeflow"
 DOCKER = INFRA / "docker"
 CLOUDBUILD = INFRA / "cloudbuild.yaml"
 VERTEX_CONFIG = REPO / "configs" / "vertex.yaml"
@@ -33,10 +34,11 @@ def _clean(node):
     return node
 
 
-def load_terraform() -> dict:
-    """All .tf files merged: {'resource': {type: {name: body}}, 'variable': ..., 'locals': ..., 'output': ...}."""
+def load_terraform(directory: Path = TERRAFORM) -> dict:
+    """All .tf files of a root merged: {'resource': {type: {name: body}}, 'variable': ..., 'locals': ...,
+    'output': ...}."""
     merged: dict = {"resource": {}, "variable": {}, "locals": {}, "output": {}}
-    for path in sorted(TERRAFORM.glob("*.tf")):
+    for path in sorted(directory.glob("*.tf")):
         doc = _clean(hcl2.loads(path.read_text()))
         for block in doc.get("resource", []):
             for rtype, named in block.items():

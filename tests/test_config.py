@@ -72,3 +72,23 @@ def test_run_refuses_a_vertex_config_naming_the_commands_that_take_it():
     assert "error: this is a Vertex AI config (it has a vertex section; pipeline.root is gs://" in result.stderr
     assert "`python -m pipeline dryrun`" in result.stderr and "`python -m pipeline submit`" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------- pipeline.target
+
+
+def test_target_defaults_to_vertex_and_kubeflow_needs_its_section():
+    assert load_config(None).pipeline.target == "vertex"
+    kubeflow = load_config("configs/kubeflow.yaml")
+    assert (kubeflow.pipeline.target, kubeflow.kubeflow.namespace) == ("kubeflow", "kubeflow")
+    with pytest.raises(ConfigError, match="pipeline.target is kubeflow but there is no kubeflow section"):
+        load_config(None, ["pipeline.target=kubeflow"])
+    with pytest.raises(ConfigError, match="a kubeflow section is set but pipeline.target is 'vertex'"):
+        load_config("configs/kubeflow.yaml", ["pipeline.target=vertex"])
+    with pytest.raises(ConfigError, match="pipeline.target"):
+        load_config(None, ["pipeline.target=argo"])
+
+
+def test_kubeflow_target_takes_no_vertex_sections():
+    with pytest.raises(ConfigError, match="remove the vertex and dataflow sections"):
+        load_config("configs/kubeflow.yaml", ["dataflow.enabled=false"])

@@ -229,7 +229,7 @@ def test_terraform_parses_and_is_formatted():
     """terraform's own parser; `validate` would need the provider download, which needs the network."""
     if shutil.which("terraform") is None:
         pytest.skip("terraform is not installed")
-    result = subprocess.run(["terraform", "fmt", "-check", "-diff", "-recursive", str(TERRAFORM)],
+    result = subprocess.run(["terraform", "fmt", "-check", "-diff", "-recursive", str(INFRA)],  # kubeflow/ too
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -223,7 +223,7 @@ def test_plain_http_endpoints_must_be_local(vertex, capsys):
     args = [a if not a.startswith("http://127.0.0.1") else "http://vertex.example.com" for a in args]
     code, _, err = run(capsys, "submit", *args)
     assert code == EXIT_BAD_CONFIG
-    assert "plain http is only allowed to a local emulator" in err
+    assert "plain http is only allowed to this machine" in err
 
 
 def test_schedule_create_sends_cron_limits_times_and_identity(vertex, capsys):

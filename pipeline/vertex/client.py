@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import re
 from typing import Optional
-from urllib.parse import urlparse
 
 from pipeline.config import Config
+from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError, VertexError
-
-_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def init_client(config: Config, api_endpoint: Optional[str] = None):
@@ -36,13 +34,12 @@ def endpoint_credentials(endpoint: Optional[str], flag: str):
     plain http anywhere else is refused, so no token travels unencrypted."""
     if not endpoint:
         return None
-    url = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
-    if url.scheme not in ("http", "https") or not url.hostname:
-        raise ConfigError(f"{flag} {endpoint!r}: expected host[:port] or http(s)://host[:port]")
+    try:
+        url = parse_endpoint(endpoint, flag)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if url.scheme == "https":
         return None
-    if url.hostname not in _LOCAL_HOSTS:
-        raise ConfigError(f"{flag} {endpoint!r}: plain http is only allowed to a local emulator")
     from google.auth.credentials import AnonymousCredentials
 
     return AnonymousCredentials()

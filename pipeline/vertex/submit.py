@@ -6,12 +6,12 @@ errors: client.py; the checks: preflight.py).
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, VertexError
+from pipeline.follow import follow
 from pipeline.vertex.client import build_job, cache_override_note, check_bucket, describe_api_error, init_client
 
 CONSOLE = "https://console.cloud.google.com/vertex-ai"
@@ -51,23 +51,14 @@ def wait(config: Config, resource_name: str, poll_seconds: float = 30.0,
     from google.api_core import exceptions as gexc
     from google.cloud import aiplatform
 
-    last = None
-    while True:
+    def read() -> tuple[str, str]:
         try:
             resource = aiplatform.PipelineJob.get(resource_name).gca_resource
         except gexc.GoogleAPICallError as e:
             raise VertexError(describe_api_error(e, f"reading {resource_name}", config)) from None
-        state = resource.state.name
-        if state != last:
-            report(f"{time.strftime('%H:%M:%S')} {state}")
-            last = state
-        if state == _DONE_OK:
-            return True
-        if state in _DONE_BAD:
-            if resource.error.message:
-                report(f"error: {resource.error.message}")
-            return False
-        time.sleep(poll_seconds)
+        return resource.state.name, resource.error.message
+
+    return follow(read, _DONE_OK, _DONE_BAD, poll_seconds, report)
 
 
 def cmd_submit(config: Config, args) -> int:

@@ -1,0 +1,28 @@
+"""The one rule for a service endpoint given in config or on the command line: http(s) with a host,
+and plain http only to this machine (a local emulator or stand-in), so no credential travels
+unencrypted. Used by the Vertex client's --api-endpoint and the kubeflow section's host."""
+
+from __future__ import annotations
+
+from urllib.parse import ParseResult, urlparse
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def parse_endpoint(endpoint: str, what: str, bare_host: bool = True) -> ParseResult:
+    """The parsed URL; a ValueError names `what` when it is not http(s)://host[:port] (or, with
+    `bare_host`, host[:port], meaning https) or is plain http to another machine."""
+    text = endpoint if "://" in endpoint or not bare_host else f"https://{endpoint}"
+    url = urlparse(text)
+    try:
+        _ = url.port  # a non-numeric or out-of-range port raises here
+    except ValueError:
+        url = url._replace(netloc="")
+    if url.scheme not in ("http", "https") or not url.hostname or url.username or url.password \
+            or url.query or url.fragment:
+        expected = "host[:port] or http(s)://host[:port]" if bare_host else "http(s)://host[:port][/path]"
+        raise ValueError(f"{what} {endpoint!r}: expected {expected}, without credentials or query")
+    if url.scheme == "http" and url.hostname not in LOCAL_HOSTS:
+        raise ValueError(f"{what} {endpoint!r}: plain http is only allowed to this machine "
+                         f"({', '.join(LOCAL_HOSTS)}); use https")
+    return url

@@ -1,0 +1,97 @@
+"""Preflight for `pipeline.target: kubeflow`: what can be checked from this machine before a
+run is sent, one line per check (the line format and statuses of pipeline/vertex/preflight.py):
+- the KFP API server answers its health check with our token (kubeflow.host; multi-user or not);
+- the pipeline root's bucket exists (Cloud Storage, your Application Default Credentials);
+- the pipeline image exists in Artifact Registry.
+What it cannot check, and says so ("?"): whether the pods' Kubernetes service account is bound
+with Workload Identity to a Google service account that may write the bucket (that binding
+lives in the cluster: infra/kubeflow/), and images outside Artifact Registry.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pipeline.config import Config
+from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed
+from pipeline.kubeflow.client import KubeflowError, check_server, read_token
+from pipeline.vertex import images
+from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _short
+
+
+def _api(config: Config) -> list[Result]:
+    kf = config.kubeflow
+    try:
+        health = check_server(config, read_token(config))
+    except KubeflowError as e:
+        return [Result(FAIL, f"KFP API {kf.host}", str(e), "check kubeflow.host, the port-forward and the token")]
+    mode = "multi-user" if health.multi_user else "single-user"
+    results = [Result(OK, f"KFP API {kf.host}", f"answers ({mode})")]
+    if health.multi_user and kf.namespace == "kubeflow":
+        results.append(Result(FAIL, "kubeflow.namespace", "multi-user Kubeflow runs pipelines in profile namespaces, "
+                              "not in kubeflow", "set kubeflow.namespace to your profile's namespace"))
+    return results
+
+
+def _bucket(config: Config, g) -> list[Result]:
+    name = config.pipeline.root_uri[len("gs://"):].split("/", 1)[0]
+    if g.storage().lookup_bucket(name) is None:
+        return [Result(FAIL, f"bucket gs://{name}", "does not exist (pipeline.root)", "create it or fix pipeline.root")]
+    return [Result(OK, f"bucket gs://{name}", "exists"),
+            Result(UNKNOWN, f"bucket gs://{name}", "whether the pods may write it is not checked from here: "
+                   f"the Kubernetes service account {config.kubeflow.service_account or 'pipeline-runner'} must be "
+                   "bound with Workload Identity to a Google service account with roles/storage.objectUser on it "
+                   "(infra/kubeflow/)")]
+
+
+def _image(config: Config, g) -> list[Result]:
+    image = config.kubeflow.pipeline_image
+    ref = images.parse(image)
+    if ref is None:
+        return [Result(UNKNOWN, f"image {image}", "not in Artifact Registry; not checked")]
+    from google.api_core import exceptions as gexc
+
+    try:
+        g.get("artifactregistry", f"/v1/{ref.api_path}")
+    except gexc.NotFound:
+        return [Result(FAIL, f"image {image}", "not found in Artifact Registry",
+                       "build and push it (infra/cloudbuild.yaml) or fix kubeflow.pipeline_image")]
+    return [Result(OK, f"image {image}", "exists")]
+
+
+def run(config: Config, endpoint: Optional[str] = None) -> list[Result]:
+    from pipeline.vertex.google_apis import GoogleApis
+
+    results = _api(config)
+    ref = images.parse(config.kubeflow.pipeline_image)
+    try:
+        g = GoogleApis(ref.project if ref else "", endpoint)
+    except CommandFailed as e:  # no Application Default Credentials
+        return [*results, Result(UNKNOWN, "Google Cloud", f"not checked: {e}")]
+    for name, check in (("bucket", _bucket), ("image", _image)):
+        try:
+            results.extend(check(config, g))
+        except _API_ERRORS as e:
+            results.append(Result(UNKNOWN, name, f"could not check: {_short(e)}"))
+    return results
+
+
+def ensure(config: Config, skip: bool = False, endpoint: Optional[str] = None) -> None:
+    """What submit and schedule create run first: print the checks, stop on a failure."""
+    if skip:
+        print("preflight: skipped (--skip-preflight)")
+        return
+    results = run(config, endpoint)
+    for result in results:
+        print(result.line())
+    failed = [r for r in results if r.status == FAIL]
+    if failed:
+        raise CommandFailed(f"preflight: {len(failed)} check(s) failed (FAIL above); fix them, "
+                            "or pass --skip-preflight to go ahead anyway")
+
+
+def cmd_preflight(config: Config, args) -> int:
+    results = run(config, args.preflight_endpoint)
+    for result in results:
+        print(result.line())
+    return EXIT_FAILED if any(r.status == FAIL for r in results) else EXIT_OK
