@@ -31,10 +31,10 @@ Vertex's from) against that model:
   --cache_disabled (backend/src/apiserver/resource/resource_manager.go;
   backend/src/v2/compiler/argocompiler/container.go) and turns every lookup off whatever the spec
   says. Vertex has no such switch.
-- `--cache`/`--no-cache` go through kfp.Client, which overrides root-DAG tasks only
-  (kfp/client/client.py, _override_caching_options); TFX puts every task of ours in the root DAG
-  (conditions are trigger policies on the tasks), so the override reaches all of them, as
-  aiplatform's does on Vertex.
+- `--cache`/`--no-cache`: kfp.Client's override reaches root-DAG tasks only
+  (kfp/client/client.py, _override_caching_options), and the no-new-span condition puts most
+  tasks in a sub-DAG (pipeline/vertex/condition_group.py); `with_caching` writes the override
+  into every task instead, as aiplatform's does on Vertex.
 - Cached outputs are re-published from ML Metadata (driver/container.go, reuseCachedOutputs);
   KFP is removing MLMD (kubeflow/pipelines#11760, KEP 12147), which will move this. Our history,
   lineage and drift baseline read our own records and the serving directory, never KFP's MLMD.
@@ -42,16 +42,16 @@ Vertex's from) against that model:
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
 from pipeline.vertex import cache_rule
+from pipeline.vertex.compile import compile_job, output_path
 
 DEFAULT_OUTPUT = "output/kubeflow/pipeline.yaml"
 ENTRYPOINT = ["python", "-m", "pipeline.kubeflow.entrypoint"]
@@ -62,28 +62,29 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
     """Write the pipeline spec (IR) YAML for `config` to `output` and return its path."""
     if config.kubeflow is None:
         raise ConfigError("this command needs a kubeflow section in the config (see configs/kubeflow.yaml)")
-    from tfx import v1 as tfx
-
-    from pipeline.pipeline import create_pipeline
-
-    out = Path(output)
-    if out.exists() and out.is_dir():
-        raise ConfigError(f"-o {str(out)!r} is a directory; give a file name such as {out / 'pipeline.yaml'}")
-    if out.suffix not in (".yaml", ".yml"):
-        raise ConfigError(f"-o {str(out)!r}: kfp.Client reads a pipeline package ending in .yaml or .yml")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
-            config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
-                default_image=config.kubeflow.pipeline_image, default_commands=list(ENTRYPOINT),
-                use_pipeline_spec_2_1=True),
-            output_dir=tmp, output_filename="pipeline_job.json")
-        runner.run(create_pipeline(config), write_out=True)
-        spec = json.loads((Path(tmp) / "pipeline_job.json").read_text())["pipelineSpec"]
+    if Path(output).suffix not in (".yaml", ".yml"):
+        raise ConfigError(f"-o {str(output)!r}: kfp.Client reads a pipeline package ending in .yaml or .yml")
+    out = output_path(output, ".yaml")
+    spec = compile_job(config, config.kubeflow.pipeline_image, list(ENTRYPOINT), spec_2_1=True)["pipelineSpec"]
     if spec.get("schemaVersion") != SCHEMA_VERSION:
         raise ConfigError(f"TFX wrote pipeline spec schema {spec.get('schemaVersion')!r}; the KFP API server "
                           f"accepts only {SCHEMA_VERSION}")
-    cache_rule.apply(spec, config.pipeline.enable_cache)
+    out.write_text(yaml.safe_dump(spec, sort_keys=True))
+    return out
+
+
+def with_caching(package: Path, enable_caching: Optional[bool]) -> Path:
+    """The package with --cache/--no-cache written into every task's cachingOptions (a copy beside it).
+
+    kfp.Client's own enable_caching overrides only the root DAG's tasks (kfp/client/client.py,
+    _override_caching_options), and with spans most tasks sit in the condition's sub-DAG
+    (pipeline/vertex/condition_group.py); so the override is made here and kfp.Client gets None."""
+    if enable_caching is None:
+        return package
+    spec = load_spec(package)
+    for _, task in cache_rule.dag_tasks(spec):
+        task["cachingOptions"] = {"enableCache": enable_caching}
+    out = package.with_name(f"{package.stem}-{'cache' if enable_caching else 'no-cache'}{package.suffix}")
     out.write_text(yaml.safe_dump(spec, sort_keys=True))
     return out
 

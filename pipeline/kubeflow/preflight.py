@@ -16,7 +16,7 @@ from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed
 from pipeline.kubeflow.client import KubeflowError, check_server, read_token
 from pipeline.vertex import images
-from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _short
+from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _short, report, stop_if_failed
 
 
 def _api(config: Config) -> list[Result]:
@@ -81,17 +81,8 @@ def ensure(config: Config, skip: bool = False, endpoint: Optional[str] = None) -
     if skip:
         print("preflight: skipped (--skip-preflight)")
         return
-    results = run(config, endpoint)
-    for result in results:
-        print(result.line())
-    failed = [r for r in results if r.status == FAIL]
-    if failed:
-        raise CommandFailed(f"preflight: {len(failed)} check(s) failed (FAIL above); fix them, "
-                            "or pass --skip-preflight to go ahead anyway")
+    stop_if_failed(run(config, endpoint))
 
 
 def cmd_preflight(config: Config, args) -> int:
-    results = run(config, args.preflight_endpoint)
-    for result in results:
-        print(result.line())
-    return EXIT_FAILED if any(r.status == FAIL for r in results) else EXIT_OK
+    return EXIT_FAILED if report(run(config, args.preflight_endpoint)) else EXIT_OK

@@ -82,6 +82,7 @@ def _recurring_run_id(value: str | None, action: str) -> str:
 
 
 def cmd_schedule(config: Config, args) -> int:
+    from pipeline.kubeflow.compile import with_caching
     from pipeline.kubeflow.preflight import ensure
     from pipeline.kubeflow.submit import package_for
     from pipeline.vertex.client import cache_override_note
@@ -90,7 +91,7 @@ def cmd_schedule(config: Config, args) -> int:
     if args.action == "create":
         cron, start, end = settings(args)  # checked before the compile, which takes seconds
         ensure(config, args.skip_preflight, args.preflight_endpoint)
-        package = package_for(config, args)
+        package = with_caching(package_for(config, args), args.cache)
         if note := cache_override_note(args.cache):
             print(note, file=sys.stderr)
         client = make_client(config)
@@ -100,7 +101,7 @@ def cmd_schedule(config: Config, args) -> int:
             experiment_id=experiment_id, job_name=args.display_name or f"{config.pipeline.name}-retraining",
             cron_expression=cron, start_time=start, end_time=end, max_concurrency=args.max_concurrent_runs,
             no_catchup=True, pipeline_package_path=str(package), enabled=True,
-            pipeline_root=config.pipeline.pipeline_root, enable_caching=args.cache,
+            pipeline_root=config.pipeline.pipeline_root, enable_caching=None,
             service_account=kf.service_account))
         print(f"created {describe(job)}")
         return EXIT_OK

@@ -41,15 +41,14 @@ def package_for(config: Config, args) -> Path:
     return compile_pipeline(config, args.output)
 
 
-def submit(config: Config, package: Path, enable_caching: Optional[bool] = None,
-           run_name: Optional[str] = None) -> Submitted:
+def submit(config: Config, package: Path, run_name: Optional[str] = None) -> Submitted:
     kf = config.kubeflow
     client = make_client(config)
     name = run_name or f"{config.pipeline.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     result = call(config, "creating the run", lambda: client.create_run_from_pipeline_package(
         pipeline_file=str(package), arguments={}, run_name=name,
         experiment_name=kf.experiment_name(config.pipeline.name), namespace=kf.namespace,
-        pipeline_root=config.pipeline.pipeline_root, enable_caching=enable_caching,
+        pipeline_root=config.pipeline.pipeline_root, enable_caching=None,
         service_account=kf.service_account))
     return Submitted(result.run_id, kf.experiment_name(config.pipeline.name))
 
@@ -66,6 +65,7 @@ def wait(config: Config, run_id: str, poll_seconds: float = 30.0, report: Callab
 
 
 def cmd_submit(config: Config, args) -> int:
+    from pipeline.kubeflow.compile import with_caching
     from pipeline.kubeflow.preflight import ensure
     from pipeline.vertex.client import cache_override_note
 
@@ -76,7 +76,7 @@ def cmd_submit(config: Config, args) -> int:
     package = package_for(config, args)
     if note := cache_override_note(args.cache):
         print(note, file=sys.stderr)
-    run = submit(config, package, enable_caching=args.cache)
+    run = submit(config, with_caching(package, args.cache))
     print(f"submitted run {run.run_id} (experiment {run.experiment}, namespace {config.kubeflow.namespace})")
     if args.wait and not wait(config, run.run_id, args.poll_seconds):
         return EXIT_FAILED

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
+from typing import Optional
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
@@ -30,24 +32,38 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
     """Write the PipelineJob JSON for `config` to `output` and return its path."""
     if config.vertex is None:
         raise ConfigError("compile needs a vertex section in the config (see configs/vertex.yaml)")
+    out = output_path(output, ".json")
+    job = compile_job(config, config.vertex.pipeline_image)
+    out.write_text(json.dumps(job, sort_keys=True))
+    return out
+
+
+def output_path(output: str | os.PathLike, suffix: str) -> Path:
+    """The file to write, its directory made; a directory given as the file is a config error."""
+    out = Path(output)
+    if out.exists() and out.is_dir():
+        raise ConfigError(f"-o {str(out)!r} is a directory; give a file name such as {out / ('pipeline' + suffix)}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def compile_job(config: Config, image: str, commands: Optional[list[str]] = None, spec_2_1: bool = False) -> dict:
+    """TFX's KubeflowV2 compile of the DAG (the PipelineJob JSON), then the condition regrouped and each task's
+    caching set by the rule. Both targets' compiles are this one (pipeline/kubeflow/compile.py sets the rest)."""
     from tfx import v1 as tfx
 
     from pipeline.pipeline import create_pipeline
 
-    out = Path(output)
-    if out.exists() and out.is_dir():
-        raise ConfigError(f"-o {str(out)!r} is a directory; give a file name such as {out / 'pipeline.json'}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
-        config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
-            default_image=config.vertex.pipeline_image),
-        output_dir=str(out.parent), output_filename=out.name)
-    runner.run(create_pipeline(config), write_out=True)
-    job = json.loads(out.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
+            config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+                default_image=image, default_commands=commands, use_pipeline_spec_2_1=spec_2_1),
+            output_dir=tmp, output_filename="pipeline_job.json")
+        runner.run(create_pipeline(config), write_out=True)
+        job = json.loads((Path(tmp) / "pipeline_job.json").read_text())
     condition_group.group_conditions(job["pipelineSpec"])
     cache_rule.apply(job["pipelineSpec"], config.pipeline.enable_cache)
-    out.write_text(json.dumps(job, sort_keys=True))
-    return out
+    return job
 
 
 def cmd_compile(config: Config, args) -> int:

@@ -297,7 +297,12 @@ def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] 
     if skip:
         print("preflight: skipped (--skip-preflight)")
         return
-    failed = _report(run(config, template, endpoint, enable_caching))
+    stop_if_failed(run(config, template, endpoint, enable_caching))
+
+
+def stop_if_failed(results: list[Result]) -> None:
+    """Print the results; raise if any failed (submit and schedule create, on either target)."""
+    failed = report(results)
     if failed:
         raise CommandFailed(f"preflight: {len(failed)} check(s) failed (FAIL above); fix them, "
                             "or pass --skip-preflight to go ahead anyway")
@@ -319,10 +324,10 @@ def cmd_preflight(config: Config, args) -> int:
         from pipeline.vertex.compile import compile_pipeline
 
         template = compile_pipeline(config, args.output)
-    return EXIT_FAILED if _report(run(config, template, args.preflight_endpoint)) else EXIT_OK
+    return EXIT_FAILED if report(run(config, template, args.preflight_endpoint)) else EXIT_OK
 
 
-def _report(results: list[Result]) -> list[Result]:
+def report(results: list[Result]) -> list[Result]:
     """Print one line per result; return the failed ones."""
     for result in results:
         print(result.line())
