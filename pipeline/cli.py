@@ -188,6 +188,8 @@ def _add_dryrun_command(sub) -> None:
     dryrun.add_argument("--runs", type=int, default=1, help="run the job this many times (caching across runs)")
     dryrun.add_argument("--local-dir", default=DRYRUN_DIR,
                         help="the mapped bucket and the emulated service's state (runs here build on each other)")
+    dryrun.add_argument("--backend", choices=["vertex", "kubeflow"],
+                        help="run as this backend runs the spec (default: the config's pipeline.target)")
     dryrun.add_argument("--spec", metavar="FILE",
                         help="run this compiled spec (the file `compile` wrote, exactly what submit would send) "
                              "instead of compiling the config again")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.kubeflow.compile import ENTRYPOINT, load_spec
+from pipeline.kubeflow.compile import ENTRYPOINT, load_spec, with_caching
 from pipeline.vertex import cache_rule
 from tests.kubeflow_support import compiled_package, kubeflow_config
 
@@ -40,6 +40,11 @@ def test_every_task_caches_by_the_same_rule_as_on_vertex(overrides):
     assert {"Snapshot", "ImportSchemaGen", "DriftGate", "ServingModel"} <= never
     for name, task in tasks.items():
         assert task["cachingOptions"] == {"enableCache": name not in never}, name
-    # TFX puts every task in the root DAG (a no-new-span condition is each task's trigger policy), so
-    # kfp.Client's --cache/--no-cache, which overrides root tasks only, reaches all of them.
-    assert set(tasks) == set(spec["root"]["dag"]["tasks"])
+
+    # kfp.Client's --cache/--no-cache overrides root tasks only, and with spans most tasks sit in the condition's
+    # sub-DAG (pipeline/vertex/condition_group.py): with_caching writes the override into every task instead.
+    assert (set(tasks) != set(spec["root"]["dag"]["tasks"])) == bool(overrides)
+    for enable in (True, False):
+        overridden = load_spec(with_caching(compiled_package(*overrides), enable))
+        assert {name: task["cachingOptions"] for name, task in cache_rule.dag_tasks(overridden)} == dict.fromkeys(
+            tasks, {"enableCache": enable})

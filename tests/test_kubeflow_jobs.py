@@ -213,8 +213,9 @@ def test_preflight_checks_the_api_server_bucket_and_image(kfp, capsys, monkeypat
 
     fake, args, _ = kfp
     image = images.parse(load_config(KUBEFLOW_YAML).kubeflow.pipeline_image)
-    project = Project(project=image.project, enabled_apis=set(), buckets={BUCKET: "US-CENTRAL1"}, caller=set(),
-                      accounts=set(), grants=set(), images={image.api_path}, subnetworks={}, tpu_types={})
+    project = Project(project=image.project, enabled_apis={"storage.googleapis.com", "artifactregistry.googleapis.com"},
+                      buckets={BUCKET: "US-CENTRAL1"}, caller={"storage.buckets.get"}, accounts=set(), grants=set(),
+                      images={image.api_path}, subnetworks={}, quotas={})
     google = FakeGoogleApis(project)
     endpoint = google.start()
     host = next(a.split("=", 1)[1] for a in args if a.startswith("kubeflow.host="))

@@ -1,4 +1,4 @@
-"""What differs between the backends a dry run models; Vertex AI Pipelines is the first.
+"""What differs between the backends a dry run models: Vertex AI Pipelines and self-hosted Kubeflow Pipelines.
 
 The rules (rules.py), the driver (driver.py) and the launcher (launcher.py)
 follow the open-source KFP backend's source wherever Vertex runs the same
@@ -20,10 +20,18 @@ class Backend:
     lifecycle_hooks: frozenset[str]
     # executor kind -> why a task of that kind is refused (container and DAG tasks run).
     refused_executors: dict[str, str]
+    # Whether its driver hands the executor input artifacts with their type (Vertex) or untyped.
+    types_input_artifacts: bool = True
+    # Outputs its launcher adds to every container's ExecutorInput and manages itself: key -> artifact type.
+    launcher_outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def refuses_executor(self, kind: str) -> str:
         return self.refused_executors.get(kind, f"a {kind!r} executor is not emulated by the dry run")
 
+
+_RESOLVERS_REFUSED = ("the open-source KFP backend refuses resolver executors (backend/src/v2/compiler/visitor.go, "
+                      "dfs: \"non-container and non-importer executor not implemented\"; argocompiler/dag.go, "
+                      "task: \"resolver executors not implemented\")")
 
 VERTEX = Backend(
     "vertex", "Vertex AI Pipelines",
@@ -32,8 +40,22 @@ VERTEX = Backend(
     lifecycle_hooks=frozenset({"preCacheCheck"}),
     refused_executors={
         "resolver": "Vertex runs resolver executors (metadata queries), but the dry run does not emulate them "
-                    "(it fails closed); the open-source KFP backend refuses them (backend/src/v2/compiler/"
-                    "visitor.go, dfs: \"non-container and non-importer executor not implemented\")",
+                    "(it fails closed); " + _RESOLVERS_REFUSED,
         "importer": "importer executors are not emulated by the dry run (it fails closed)"})
 
-BACKENDS = {VERTEX.name: VERTEX}
+# kubeflow/pipelines backend/src/v2 at 7b70c7b (pipeline/kubeflow/entrypoint.py cites the launcher side).
+KUBEFLOW = Backend(
+    "kubeflow", "the open-source Kubeflow Pipelines backend",
+    # Its driver and launcher run no lifecycle hook: a spec relying on preCacheCheck would silently lose it.
+    lifecycle_hooks=frozenset(),
+    refused_executors={
+        "resolver": _RESOLVERS_REFUSED,
+        "importer": "importer executors are not emulated by the dry run (it fails closed); the backend refuses "
+                    "a condition on one (argocompiler/dag.go, task)"},
+    # metadata/client.go, GetOutputArtifactsByExecutionId: upstream outputs come back with Schema "" and
+    # ToRuntimeArtifact turns that into type {instanceSchema: ""}; driver/resolve.go passes it on.
+    types_input_artifacts=False,
+    # driver/driver.go, provisionOutputs (--publish_logs defaults to true, cmd/driver/main.go).
+    launcher_outputs={"executor-logs": {"schemaTitle": "system.Artifact"}})
+
+BACKENDS = {b.name: b for b in (VERTEX, KUBEFLOW)}

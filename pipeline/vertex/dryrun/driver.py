@@ -32,6 +32,7 @@ from kfp.local import executor_input_utils, executor_output_utils
 from kfp.pipeline_spec import pipeline_spec_pb2 as pb
 
 from pipeline.vertex.dryrun import condition
+from pipeline.vertex.dryrun.backend import Backend
 from pipeline.vertex.dryrun.spec import (
     PARENT_ARTIFACT,
     PARENT_PARAMETER,
@@ -119,8 +120,9 @@ def dag_input(parameters: dict[str, Any], artifacts: dict[str, list[dict[str, An
 
 
 def container_input(task: Task, parameters: dict[str, Any], artifacts: dict[str, list[dict[str, Any]]],
-                    task_root: str, resource_prefix: str) -> dict[str, Any]:
-    """The ExecutorInput (as JSON) the backend hands the task's container, in gs:// terms."""
+                    task_root: str, resource_prefix: str, backend: Backend) -> dict[str, Any]:
+    """The ExecutorInput (as JSON) the backend hands the task's container, in gs:// terms: input artifacts
+    typed or not and the launcher's own outputs as the backend makes them (backend.py)."""
     spec = component_spec(task)
     without_artifacts = copy.deepcopy(spec)
     without_artifacts.input_definitions.ClearField("artifacts")
@@ -135,6 +137,12 @@ def container_input(task: Task, parameters: dict[str, Any], artifacts: dict[str,
                                 f"{pb.PrimitiveType.PrimitiveTypeEnum.Name(definition.type)}") from None
     for key, items in artifacts.items():
         json_format.ParseDict({"artifacts": items}, message.inputs.artifacts[key])
+        if not backend.types_input_artifacts:
+            for artifact in message.inputs.artifacts[key].artifacts:
+                artifact.type.instance_schema = ""
+    for key, artifact_type in backend.launcher_outputs.items():
+        json_format.ParseDict({"type": artifact_type, "uri": f"{task_root}/{key}"},
+                              message.outputs.artifacts[key].artifacts.add())
     for artifact_list in message.outputs.artifacts.values():
         for artifact in artifact_list.artifacts:
             artifact.name = f"{resource_prefix}/artifacts/{uuid.uuid4().hex}"

@@ -87,12 +87,15 @@ def replace_dataflow_args(args: list[str], local_beam_args: list[str]) -> list[s
     return [*own, *local_beam_args]
 
 
-def make_output_dirs(executor_input: dict[str, Any], local: Callable[[str], str]) -> None:
+def make_output_dirs(executor_input: dict[str, Any], local: Callable[[str], str], launcher_outputs=()) -> None:
     """GCS has no directories to create; the mapped bucket has. Made as TFX's own launcher makes them
-    (outputs_utils.make_output_dirs): the directory of an artifact, the parent of a value artifact's file."""
+    (outputs_utils.make_output_dirs): the directory of an artifact, the parent of a value artifact's file.
+    The backend launcher's own outputs (backend.py) are its to write."""
     from tfx.types.value_artifact import ValueArtifact
 
     for key, items in executor_input["outputs"].get("artifacts", {}).items():
+        if key in launcher_outputs:
+            continue
         for artifact in items.get("artifacts", []):
             path = Path(local(artifact["uri"]))
             cls = artifact_class(artifact["type"], f"outputs.artifacts.{key}")
@@ -112,8 +115,10 @@ def run_process(task: Task, where: str, command: list[str], env: dict[str, str],
     return f"{task.executor_field(where, 'command')} exited with status {code}: {cause}"
 
 
-def read_outputs(task: Task, local_input: dict[str, Any], to_gcs: Callable[[Any], Any]) -> TaskOutputs:
-    """The task's ExecutorOutput merged over the provisioned outputs, as the launcher records them."""
+def read_outputs(task: Task, local_input: dict[str, Any], to_gcs: Callable[[Any], Any],
+                 launcher_outputs=()) -> TaskOutputs:
+    """The task's ExecutorOutput merged over the provisioned outputs, as the launcher records them
+    (its own outputs, backend.py, are not the task's)."""
     spec = component_spec(task)
     message = json_format.ParseDict(local_input, pb.ExecutorInput())
     written = executor_output_utils.load_executor_output(message.outputs.output_file)
@@ -121,6 +126,8 @@ def read_outputs(task: Task, local_input: dict[str, Any], to_gcs: Callable[[Any]
     written_dict = json_format.MessageToDict(written)
     artifacts = {}
     for key, provisioned in local_input["outputs"].get("artifacts", {}).items():
+        if key in launcher_outputs:
+            continue
         produced = written_dict.get("artifacts", {}).get(key, {}).get("artifacts") or provisioned["artifacts"]
         artifacts[key] = [{**p, **w, "type": p["type"], "name": w.get("name") or p["name"]}
                           for p, w in zip(provisioned["artifacts"], produced)]

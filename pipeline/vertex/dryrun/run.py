@@ -11,6 +11,7 @@ Runs in one directory build on each other like runs of one Vertex pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -25,14 +26,14 @@ from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, exit_code, format_summary, summarize
 from pipeline.vertex.dryrun import DEFAULT_DIR, rules, spec, workers
-from pipeline.vertex.dryrun.backend import VERTEX, Backend
+from pipeline.vertex.dryrun.backend import BACKENDS, KUBEFLOW, VERTEX, Backend
 from pipeline.vertex.dryrun.bucket import BucketMap
 from pipeline.vertex.dryrun.cache import CacheIndex
 from pipeline.vertex.dryrun.customjob import VertexEmulator
 from pipeline.vertex.dryrun.driver import Scope, root_scope
 from pipeline.vertex.dryrun.launcher import uses_dataflow
 from pipeline.vertex.dryrun.record import Recorder
-from pipeline.vertex.dryrun.spec import Dag, Pipeline, in_order, submitted_job
+from pipeline.vertex.dryrun.spec import Dag, Job, Pipeline, in_order, kubeflow_run, submitted_job
 from pipeline.vertex.dryrun.tasks import FAILED, NOT_STARTED, RunContext, TaskResult, drive_dag_task, run_container_task
 
 log = logging.getLogger(__name__)
@@ -62,28 +63,45 @@ class DryRun:
 
 
 def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: int = 1,
-            stream: Optional[TextIO] = None, template: Optional[Path] = None, backend: Backend = VERTEX) -> DryRun:
+            stream: Optional[TextIO] = None, template: Optional[Path] = None,
+            backend: Optional[Backend] = None) -> DryRun:
     """Compile (unless `template`, a spec compiled earlier, is given), then run the job `runs` times as `backend`
-    would; raises SpecError before any task runs if the spec breaks one of its rules (rules.py), PipelineFailed
-    on a failed task."""
+    (default: the config's pipeline.target) would; raises SpecError before any task runs if the spec breaks one
+    of its rules (rules.py), PipelineFailed on a failed task."""
     stream = stream or sys.stdout
-    if config.vertex is None:
-        raise ConfigError("dryrun needs a vertex section in the config (see configs/vertex.yaml)")
+    backend = backend or BACKENDS[config.pipeline.target]
+    if getattr(config, backend.name) is None:
+        raise ConfigError(f"dryrun --backend {backend.name} needs a {backend.name} section in the config "
+                          f"(see configs/{backend.name}.yaml)")
     if runs < 1:
         raise ConfigError(f"--runs {runs}: at least one run")
-    from pipeline.vertex.compile import compile_pipeline
-
     if template is not None and not Path(template).is_file():
         raise ConfigError(f"--spec {template}: no such file (write one with `python -m pipeline compile`)")
     bucket = BucketMap(resolve(str(local_dir)))
-    service_dir = bucket.root.parent / "vertex" / config.pipeline.name
-    template = template or compile_pipeline(config, service_dir / "pipeline.json")
+    service_dir = bucket.root.parent / backend.name / config.pipeline.name
+    template = template or _compile(config, backend, service_dir)
     local_config = local_view(config, bucket)
     _seed(config, bucket, stream)
     result = DryRun(bucket, local_config, service_dir, [])
     for _ in range(runs):
         result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend))
     return result
+
+
+def _compile(config: Config, backend: Backend, service_dir: Path) -> Path:
+    """The spec as that target's `compile` writes it."""
+    if backend is KUBEFLOW:
+        from pipeline.kubeflow.compile import compile_pipeline as compile_kubeflow
+
+        return compile_kubeflow(config, service_dir / "pipeline.yaml")
+    from pipeline.vertex.compile import compile_pipeline
+
+    return compile_pipeline(config, service_dir / "pipeline.json")
+
+
+def _submitted(config: Config, template: Path, backend: Backend) -> Job:
+    """The job as the backend gets it: Vertex's PipelineJob body, or the run kfp.Client creates."""
+    return kubeflow_run(config, template) if backend is KUBEFLOW else submitted_job(config, template)
 
 
 def local_view(config: Config, bucket: BucketMap) -> Config:
@@ -102,11 +120,11 @@ def _seed(config: Config, bucket: BucketMap, stream: TextIO) -> None:
 def _one_run(config: Config, local_config: Config, template: Path, bucket: BucketMap, service_dir: Path,
              stream: TextIO, backend: Backend) -> RunResult:
     started = time.monotonic()
-    job = submitted_job(config, template)
+    job = _submitted(config, template, backend)
     while (service_dir / "logs" / job.job_id).exists():
         # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id.
         time.sleep(0.2)
-        job = submitted_job(config, template)
+        job = _submitted(config, template, backend)
     pipeline = spec.read(job.spec)
     rules.enforce(pipeline, backend)
     logs = service_dir / "logs" / job.job_id
@@ -122,17 +140,19 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
         log.info("%s", text)
 
     settings = workers.Settings(_task_env(), logs, bucket.local, say, REPO_ROOT)
-    with run_logging(log_file, stream), VertexEmulator(
-            config.vertex.project, config.vertex.region, service_dir / "emulator",
-            lambda name, job_body: workers.start(name, job_body, settings), say) as emulator:
+    # Only Vertex has a training service (the Trainer's CustomJob); on Kubeflow the Trainer runs in its task.
+    training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator",
+                              lambda name, job_body: workers.start(name, job_body, settings), say) \
+        if backend is VERTEX else contextlib.nullcontext(NO_TRAINING_SERVICE)
+    with run_logging(log_file, stream), training as emulator:
         # CustomJob replicas, too, reach Google only through the emulator, never with the user's credentials.
         settings.env.update(emulator.env)
         recorder = Recorder(local_config.pipeline.metadata_path, config.pipeline.name, bucket.to_local)
         recorder.start_run(job.job_id)
         ctx = RunContext(job, backend, bucket, CacheIndex(service_dir / "cache", config.pipeline.name), recorder,
                          settings.env, logs, config.beam.args,
-                         f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default",
-                         say)
+                         f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
+                         if backend is VERTEX else f"namespaces/{config.kubeflow.namespace}", say)
         _run_dag(pipeline, pipeline.root, root_scope(job), ctx, results)
         jobs = [run for run, _ in emulator.jobs.values()]
         summary = _summarize(local_config, job.job_id, log_file, results, stream, time.monotonic() - started)
@@ -174,6 +194,16 @@ def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, result
         if result.succeeded:
             scope.outputs[task.name] = result.outputs
     return not any(r.state == FAILED for r in results[first:])
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoTrainingService:
+    env: dict = dataclasses.field(default_factory=dict)
+    jobs: dict = dataclasses.field(default_factory=dict)
+    errors: tuple = ()
+
+
+NO_TRAINING_SERVICE = _NoTrainingService()
 
 
 # Its sitecustomize makes each task process exit without re-walking its heap (see there).
@@ -220,5 +250,6 @@ def _summarize(local_config: Config, job_id: str, log_file: str, results: list[T
 
 
 def cmd_dryrun(config: Config, args) -> int:
-    result = dry_run(config, args.local_dir, args.runs, template=Path(args.spec) if args.spec else None)
+    result = dry_run(config, args.local_dir, args.runs, template=Path(args.spec) if args.spec else None,
+                     backend=BACKENDS[args.backend] if args.backend else None)
     return exit_code(result.runs[-1].summary)

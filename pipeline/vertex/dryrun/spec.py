@@ -188,6 +188,17 @@ def submitted_job(config: Config, template: Path) -> Job:
     return Job(job.job_id, body["pipelineSpec"], body.get("runtimeConfig", {}))
 
 
+def kubeflow_run(config: Config, template: Path) -> Job:
+    """The run kfp.Client creates from a package `compile` wrote for pipeline.target kubeflow: the spec as it is,
+    the pipeline root as its runtime config (pipeline/kubeflow/submit.py); ids like Vertex's, name and time."""
+    import time
+
+    from pipeline.kubeflow.compile import load_spec
+
+    return Job(f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}", load_spec(template),
+               {"gcsOutputDirectory": config.pipeline.pipeline_root})
+
+
 def schema_title(type_schema: dict[str, Any]) -> str:
     return type_schema.get("schemaTitle") or yaml.safe_load(type_schema.get("instanceSchema", "") or "{}").get(
         "title", "")

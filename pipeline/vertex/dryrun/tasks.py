@@ -79,7 +79,8 @@ def run_container_task(task: Task, ctx: RunContext, scope: Scope) -> TaskResult:
     # As Vertex lays it out: <pipeline root>/<job>/<task>_<unique id>/ (output artifacts and executor_output.json).
     root = ctx.job.runtime["gcsOutputDirectory"].rstrip("/")
     task_root = f"{root}/{ctx.job.job_id}/{task.name}_{uuid.uuid4().hex[:8]}"
-    executor_input = driver.container_input(task, parameters, artifacts, task_root, ctx.resource_prefix)
+    executor_input = driver.container_input(task, parameters, artifacts, task_root, ctx.resource_prefix,
+                                            ctx.backend)
     outcome = _condition(task, ctx, executor_input)
     if outcome is not None:
         return outcome
@@ -127,11 +128,12 @@ def _launch(task: Task, ctx: RunContext, execution, executor_input: dict[str, An
                             {"cache_fingerprint": key, "vertex_job": ctx.job.job_id, "cached_from": source_job})
         log.info(_CACHED, execution.id)
         return TaskResult(task.name, CACHED, cached, task_log)
-    launcher.make_output_dirs(executor_input, ctx.bucket.local)
+    launcher.make_output_dirs(executor_input, ctx.bucket.local, ctx.backend.launcher_outputs)
     failure = _process(task, ctx, "container", task.container, executor_input, task_log)
     if failure:
         return _failed(task, ctx, execution, inputs, task_log, failure)
-    produced = launcher.read_outputs(task, ctx.bucket.to_local(executor_input), ctx.bucket.to_gcs)
+    produced = launcher.read_outputs(task, ctx.bucket.to_local(executor_input), ctx.bucket.to_gcs,
+                                     ctx.backend.launcher_outputs)
     ctx.recorder.finish(execution, RAN, inputs, produced.artifacts,
                         {"cache_fingerprint": key, "vertex_job": ctx.job.job_id})
     if caching_enabled(task.spec):
