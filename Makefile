@@ -59,10 +59,10 @@ submit: venv
 schedule: venv
 	$(PY) -m pipeline schedule $(ACTION) $(ID) --config $(TARGET_CONFIG) $(ARGS)
 
-# The spec submit would send, run on this machine as Vertex runs it (docs/vertex.md); no cloud access.
+# The spec submit would send, run on this machine as its backend runs it (docs/vertex.md, docs/kubeflow.md); offline.
 .PHONY: dryrun
 dryrun: venv
-	$(PY) -m pipeline dryrun --config $(VERTEX_CONFIG) $(ARGS)
+	$(PY) -m pipeline dryrun --config $(TARGET_CONFIG) $(ARGS)
 
 # Dev tools whose pins conflict with TFX's (checkov) live in their own venv.
 TOOLS_VENV := .venv-tools

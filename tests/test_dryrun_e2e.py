@@ -22,6 +22,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from components import training_record
 from pipeline.config import load_config
 from pipeline.vertex.dryrun.run import dry_run
+from tests.vertex_support import raw_example
 
 pytestmark = pytest.mark.e2e
 
@@ -91,30 +92,11 @@ def test_both_pushed_models_score_the_raw_csv(two_runs):
     rows = list(csv.DictReader(open(Path(first.bucket.local(config.data.input_dir)) / "penguins.csv")))
     for result in (first, second):
         serve = tf.saved_model.load(result.runs[0].summary.pushed_path).signatures["serving_default"]
-        requests = [_example(row, schema, config).SerializeToString() for row in rows]
+        requests = [raw_example(row, schema, config).SerializeToString() for row in rows]
         predicted = serve(examples=tf.constant(requests))["class_name"].numpy().tolist()
         truth = [row[config.features.label].encode() for row in rows]
         accuracy = sum(p == t for p, t in zip(predicted, truth)) / len(truth)
         assert accuracy >= 0.9, (result.runs[0].job_id, accuracy)
-
-
-def _example(row: dict[str, str], schema: schema_pb2.Schema, config) -> tf.train.Example:
-    """A CSV row as the pipeline reads it, without the label: an empty cell, or one holding a
-    missing-value token (`NA`), is a feature with no values."""
-    example = tf.train.Example()
-    for feature in schema.feature:
-        if feature.name == config.features.label or feature.name not in row:
-            continue
-        value, target = row[feature.name], example.features.feature[feature.name]
-        if value in config.data.missing_values:
-            value = ""
-        if feature.type == schema_pb2.INT:
-            target.int64_list.value.extend([int(value)] if value else [])
-        elif feature.type == schema_pb2.FLOAT:
-            target.float_list.value.extend([float(value)] if value else [])
-        else:
-            target.bytes_list.value.extend([value.encode()] if value else [])
-    return example
 
 
 def test_report_and_metadata_are_local(two_runs):

@@ -89,3 +89,23 @@ def terraformed():
                 f"aiplatform.googleapis.com/{TPU_V3_QUOTA}": {"us-central1": 8}})
 
 
+def raw_example(row: dict[str, str], schema, config):
+    """A CSV row as the pipeline reads it, as a tf.Example without the label: an empty cell, or one holding a
+    missing-value token (`NA`), is a feature with no values. `schema`: a tensorflow_metadata Schema."""
+    import tensorflow as tf
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    example = tf.train.Example()
+    for feature in schema.feature:
+        if feature.name == config.features.label or feature.name not in row:
+            continue
+        value, target = row[feature.name], example.features.feature[feature.name]
+        if value in config.data.missing_values:
+            value = ""
+        if feature.type == schema_pb2.INT:
+            target.int64_list.value.extend([int(value)] if value else [])
+        elif feature.type == schema_pb2.FLOAT:
+            target.float_list.value.extend([float(value)] if value else [])
+        else:
+            target.bytes_list.value.extend([value.encode()] if value else [])
+    return example
