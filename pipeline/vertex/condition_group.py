@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, Optional
 
 from pipeline.errors import ConfigError
 
@@ -82,10 +82,10 @@ def group_conditions(spec: dict[str, Any]) -> bool:
             del child["triggerPolicy"]
         for kind, inputs in child.get("inputs", {}).items():
             for key, source in inputs.items():
-                outside = _outside_source(source, kind, members)
+                outside = _outside_source(spec, source, kind, members)
                 if outside is None:
                     continue
-                input_name, task_source, definition = outside(spec)
+                input_name, task_source, definition = outside
                 group_inputs[kind][input_name] = definition
                 task_inputs[kind][input_name] = task_source
                 inputs[key] = {("componentInputArtifact" if kind == "artifacts"
@@ -124,28 +124,21 @@ def _task_refs(task: dict) -> list[tuple[str, str]]:
     return refs
 
 
-def _outside_source(source: dict, kind: str, members: set[str]):
-    """For an input read from outside the group: a function giving (group input name, the group task's
-    source for it, its input definition); None for inputs from inside the group or constants."""
-    if "taskOutputArtifact" in source:
-        ref = source["taskOutputArtifact"]
-        producer, key = ref["producerTask"], ref["outputArtifactKey"]
-        if producer in members:
-            return None
-        return lambda spec: (channel(producer, key), {"taskOutputArtifact": dict(ref)},
-                             _output_definition(spec, producer, "artifacts", key))
-    if "taskOutputParameter" in source:
-        ref = source["taskOutputParameter"]
-        producer, key = ref["producerTask"], ref["outputParameterKey"]
-        if producer in members:
-            return None
-        return lambda spec: (channel(producer, key), {"taskOutputParameter": dict(ref)},
-                             _output_definition(spec, producer, "parameters", key))
-    if "componentInputParameter" in source or "componentInputArtifact" in source:
-        field = "componentInputParameter" if "componentInputParameter" in source else "componentInputArtifact"
-        name = source[field]
-        return lambda spec: (name, {field: name},
-                             spec["root"].get("inputDefinitions", {}).get(kind, {}).get(name, {}))
+def _outside_source(spec: dict, source: dict, kind: str, members: set[str]) -> Optional[tuple[str, dict, dict]]:
+    """For an input read from outside the group: (the group input it becomes, the group task's source for it,
+    its input definition); None for inputs from inside the group or constants."""
+    for field, key_field, output_kind in (("taskOutputArtifact", "outputArtifactKey", "artifacts"),
+                                          ("taskOutputParameter", "outputParameterKey", "parameters")):
+        if field in source:
+            producer, key = source[field]["producerTask"], source[field][key_field]
+            if producer in members:
+                return None
+            return (channel(producer, key), {field: dict(source[field])},
+                    _output_definition(spec, producer, output_kind, key))
+    for field in ("componentInputParameter", "componentInputArtifact"):
+        if field in source:
+            name = source[field]
+            return name, {field: name}, spec["root"].get("inputDefinitions", {}).get(kind, {}).get(name, {})
     return None
 
 
