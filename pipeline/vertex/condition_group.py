@@ -34,15 +34,16 @@ import copy
 import re
 from typing import Any, Optional
 
-from pipeline.errors import ConfigError
+from pipeline.vertex.dryrun.spec import SpecError
 
 GROUP_TASK = "condition-1"
 GROUP_COMPONENT = "comp-condition-1"
 _INPUT_REF = re.compile(r"inputs\.(artifacts|parameter_values|parameters)\['([^']+)'\]")
 
 
-class ConditionGroupError(ConfigError):
-    """The compiled conditions don't fit one `dsl.If`-style group; names the task and field."""
+class ConditionGroupError(SpecError):
+    """The compiled conditions don't fit one `dsl.If`-style group (the one error type for a spec we can't
+    make or run); names the task and field."""
 
 
 def channel(producer: str, key: str) -> str:
