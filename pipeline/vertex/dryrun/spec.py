@@ -193,9 +193,7 @@ def kubeflow_run(config: Config, template: Path) -> Job:
     the pipeline root as its runtime config (pipeline/kubeflow/submit.py); ids like Vertex's, name and time."""
     import time
 
-    from pipeline.kubeflow.compile import load_spec
-
-    return Job(f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}", load_spec(template),
+    return Job(f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}", yaml.safe_load(template.read_text()),
                {"gcsOutputDirectory": config.pipeline.pipeline_root})
 
 
