@@ -48,9 +48,8 @@ from typing import Any
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 from tfx import types
-from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.dsl.io import fileio
-from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import component_spec
 from tfx.types.standard_artifacts import Schema
 from tfx.utils import io_utils
@@ -158,8 +157,8 @@ def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_p
 
 
 SNAPSHOT, SCHEMA = "snapshot", "schema"
-SERVING_DIR, THRESHOLDS, ACCEPTED, FEATURES = "serving_dir", "thresholds", "accepted", "features"
-SERVING_VERSION = "serving_version"
+THRESHOLDS, ACCEPTED, FEATURES = "thresholds", "accepted", "features"
+SERVING_DIR, SERVING_VERSION = training_record.SERVING_DIR, training_record.SERVING_VERSION
 
 
 class DriftGateSpec(types.ComponentSpec):
@@ -180,14 +179,6 @@ class DriftGateSpec(types.ComponentSpec):
         SCHEMA: component_spec.ChannelParameter(type=Schema),
     }
     OUTPUTS = {}
-
-
-class DriftGateDriver(base_driver.BaseDriver):
-    def run(self, execution_info) -> driver_output_pb2.DriverOutput:
-        result = driver_output_pb2.DriverOutput()
-        result.exec_properties[SERVING_VERSION].string_value = training_record.serving_key(
-            execution_info.exec_properties[SERVING_DIR])
-        return result
 
 
 class DriftGateExecutor(base_executor.BaseExecutor):
@@ -220,7 +211,7 @@ class DriftGateExecutor(base_executor.BaseExecutor):
 class DriftGate(base_component.BaseComponent):
     SPEC_CLASS = DriftGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(DriftGateExecutor)
-    DRIVER_CLASS = DriftGateDriver
+    DRIVER_CLASS = training_record.ServingVersionDriver
 
     def __init__(self, snapshot: types.BaseChannel, schema: types.BaseChannel, serving_dir: str,
                  features: str, thresholds: str, accepted: str = ""):

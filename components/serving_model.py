@@ -33,14 +33,13 @@ import logging
 from typing import Any
 
 from tfx import types
-from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
-from tfx.proto.orchestration import driver_output_pb2
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, component_spec, standard_artifacts
 from tfx.utils import io_utils, path_utils
 
 from components import training_record
 
-SERVING_DIR, SERVING_VERSION, MODEL_KEY = "serving_dir", "serving_version", "model"
+SERVING_DIR, SERVING_VERSION, MODEL_KEY = training_record.SERVING_DIR, training_record.SERVING_VERSION, "model"
 EMPTY, MODEL_URI = "empty", "model_uri"
 
 
@@ -58,14 +57,6 @@ class ServingModelSpec(types.ComponentSpec):
     }
     INPUTS = {}
     OUTPUTS = {MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model)}
-
-
-class ServingModelDriver(base_driver.BaseDriver):
-    def run(self, execution_info) -> driver_output_pb2.DriverOutput:
-        result = driver_output_pb2.DriverOutput()
-        result.exec_properties[SERVING_VERSION].string_value = training_record.serving_key(
-            execution_info.exec_properties[SERVING_DIR])
-        return result
 
 
 class ServingModelExecutor(base_executor.BaseExecutor):
@@ -90,7 +81,7 @@ class ServingModelExecutor(base_executor.BaseExecutor):
 class ServingModel(base_component.BaseComponent):
     SPEC_CLASS = ServingModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(ServingModelExecutor)
-    DRIVER_CLASS = ServingModelDriver
+    DRIVER_CLASS = training_record.ServingVersionDriver
 
     def __init__(self, serving_dir: str):
         super().__init__(ServingModelSpec(serving_dir=serving_dir,

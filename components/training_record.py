@@ -29,7 +29,9 @@ import json
 import time
 from typing import Optional
 
+from tfx.dsl.components.base import base_driver
 from tfx.dsl.io import fileio
+from tfx.proto.orchestration import driver_output_pb2
 
 from components import serving_dir
 from components.snapshot.storage import chunks, storage_for
@@ -128,6 +130,24 @@ def serving_key(base: str, gcs_client=None) -> str:
     if current is None:
         return "no serving version"
     return f"version {current.name}, " + ("record" if record is not None else "no record")
+
+
+# The parameter and driver-set property of a component that reads the serving dir at run time.
+SERVING_DIR, SERVING_VERSION = "serving_dir", "serving_version"
+
+
+class ServingVersionDriver(base_driver.BaseDriver):
+    """Local runs: puts `serving_key(serving_dir)` into the `serving_version` execution property, part of
+    the cache key, so a component reading the serving dir behind its fixed parameter misses once a push
+    changed what serves. (TFX 1.16, tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom
+    driver runs first and its exec properties are merged in, then the cache context is built from them.)
+    Vertex runs no custom drivers: there such a component is never cached (pipeline/vertex/cache_rule.py)."""
+
+    def run(self, execution_info) -> driver_output_pb2.DriverOutput:
+        result = driver_output_pb2.DriverOutput()
+        result.exec_properties[SERVING_VERSION].string_value = serving_key(
+            execution_info.exec_properties[SERVING_DIR])
+        return result
 
 
 def remove(base: str, version: int, gcs_client=None) -> None:

@@ -16,7 +16,6 @@ from components.serving_model import (
     MODEL_URI,
     SERVING_DIR,
     SERVING_VERSION,
-    ServingModelDriver,
     ServingModelExecutor,
     is_empty,
 )
@@ -33,7 +32,8 @@ def _copy(serving: Path, out: Path) -> standard_artifacts.Model:
 
 
 def _key(serving: Path) -> str:
-    result = ServingModelDriver(None).run(data_types.ExecutionInfo(exec_properties={SERVING_DIR: str(serving)}))
+    info = data_types.ExecutionInfo(exec_properties={SERVING_DIR: str(serving)})
+    result = training_record.ServingVersionDriver(None).run(info)
     return result.exec_properties[SERVING_VERSION].string_value
 
 

@@ -173,7 +173,7 @@ def test_without_a_serving_version_or_its_record_the_gate_passes_saying_nothing_
     caplog.clear()
     _run_gate(gate_world, base, "span-2,span-3")
     assert "serving version 2000 has no training-data record" in caplog.text and "nothing to compare" in caplog.text
-    # The local cache key follows what serves (components/drift_gate.py, DriftGateDriver).
+    # The local cache key follows what serves (components/training_record.py, ServingVersionDriver).
     assert key_with_record == "version 1000, record"
     assert training_record.serving_key(str(base)) == "version 2000, no record"
 
@@ -182,14 +182,14 @@ def test_the_driver_keys_the_local_cache_by_what_serves(gate_world, tmp_path):
     """TFX's launcher runs the driver before its cache lookup and keys the cache with its exec properties."""
     from tfx.orchestration.portable import data_types
 
-    from components.drift_gate import SERVING_DIR, SERVING_VERSION, DriftGateDriver
+    from components.training_record import SERVING_DIR, SERVING_VERSION, ServingVersionDriver
 
     _, root = gate_world
     base = tmp_path / "serving"
 
     def key() -> str:
         info = data_types.ExecutionInfo(exec_properties={SERVING_DIR: str(base)})
-        return DriftGateDriver(None).run(info).exec_properties[SERVING_VERSION].string_value
+        return ServingVersionDriver(None).run(info).exec_properties[SERVING_VERSION].string_value
 
     assert key() == "no serving version"
     _version(base, 1000, root, record=True)
