@@ -7,12 +7,30 @@ string ops reach the TPU.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+
+
+@dataclasses.dataclass(frozen=True)
+class InputOptions:
+    """The tf.data performance fixes (tensorflow.org/guide/data_performance), each one switchable so
+    `make bench` measures the pipeline with and without them side by side (bench/input_bench.py).
+    None changes which rows a batch holds or their order, so training is the same either way."""
+    # Read a shard's files in parallel, whole, then concatenate them in file order.
+    parallel_read: bool = True
+    # Gather the training batches on several threads (ordered: deterministic=True).
+    parallel_batches: bool = True
+    # Keep the parsed, padded eval batches in memory after the first evaluation; the training shard
+    # is held in memory already, so the eval split fits by the same assumption.
+    cache_eval: bool = True
+
+
+TUNED, UNTUNED = InputOptions(), InputOptions(parallel_read=False, parallel_batches=False, cache_eval=False)
 
 
 def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
@@ -43,7 +61,7 @@ def label_moments(file_pattern: str | list[str], label_key: str) -> tuple[float,
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
                       *, label: str, training: bool, seed: int = 0, micro_batches: int = 1,
-                      max_batches: int = 0) -> DatasetFn:
+                      max_batches: int = 0, options: InputOptions = TUNED) -> DatasetFn:
     """A dataset_fn for `strategy.distribute_datasets_from_function`.
 
     Each input pipeline reads its shard and yields per-replica micro-batches.
@@ -61,24 +79,36 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     def dataset_fn(ctx: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
         ctx = ctx or tf.distribute.InputContext()
         per_replica = per_replica_batch_size(global_batch_size, ctx.num_replicas_in_sync, micro_batches)
-        records = _shard_records(files, ctx)
+        records = _shard_records(files, ctx, options.parallel_read)
         if training:
-            ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed)
+            ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed, options.parallel_batches)
         else:
             ds = _padded_eval_batches(records, feature_spec, label, per_replica,
                                       ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches)
+            if options.cache_eval:
+                ds = ds.cache()
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
 
 
-def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-    """This input pipeline's records: whole files when there are enough, else every n-th record."""
+def _shard_records(files: list[str], ctx: tf.distribute.InputContext, parallel: bool = True) -> tf.data.Dataset:
+    """This input pipeline's records: whole files when there are enough, else every n-th record.
+
+    `parallel`: each file is read whole on its own thread and the files are concatenated in order,
+    so the records come in the same order as reading the files one after another.
+    """
     ds = tf.data.Dataset.from_tensor_slices(files)
     by_file = len(files) >= ctx.num_input_pipelines
     if ctx.num_input_pipelines > 1 and by_file:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-    ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"), cycle_length=1)
+    if parallel:
+        whole = ds.map(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP").batch(_WHOLE_SHARD)
+                       .reduce(tf.zeros([0], tf.string), lambda acc, batch: tf.concat([acc, batch], 0)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        ds = whole.unbatch()
+    else:
+        ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"), cycle_length=1)
     if ctx.num_input_pipelines > 1 and not by_file:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
     return ds
@@ -126,7 +156,7 @@ def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, label: st
 
 
 def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, batch_size: int,
-                     seed: int) -> tf.data.Dataset:
+                     seed: int, parallel: bool = True) -> tf.data.Dataset:
     """Parse the shard once into host memory, then batch endless seeded permutations of it.
 
     Gathering a batch from parsed columns costs about the same at any batch
@@ -148,7 +178,8 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
             return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size]))
 
         return tf.data.Dataset.counter().flat_map(draw).map(
-            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
+            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label),
+            num_parallel_calls=tf.data.AUTOTUNE if parallel else None, deterministic=True)
 
     return records.batch(_WHOLE_SHARD).flat_map(batches)
 
