@@ -87,7 +87,7 @@ def test_second_run_is_served_from_cache(pipeline_run):
     # previous blessed model (none), not the cached candidate itself, and no new version is pushed.
     for name in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator", "Pusher"):
         assert states[name] == "cached", states
-    assert second.pushed_path == first.pushed_path
+    assert second.pushed_path is None and second.pushed_version is None  # the push was the first run's
     assert sorted(os.listdir(config.pipeline.serving_dir)) == versions
     # ... and says so: this run pushed nothing (`pipeline run` exits 4).
     assert second.unchanged_version == first.pushed_version and first.unchanged_version is None
