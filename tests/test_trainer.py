@@ -131,6 +131,11 @@ def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, 
     res = result(job)
     assert res["replicas"] == 2
     assert trajectory(res) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
+    # Two replicas choose the export as one device does (trainer.export=best, the default).
+    assert res["exported"]["policy"] == single_device_run["exported"]["policy"] == "best"
+    assert res["exported"]["step"] == single_device_run["exported"]["step"]
+    assert res["exported"]["value"] == pytest.approx(single_device_run["exported"]["value"], rel=TRAJECTORY_RTOL)
+    assert res["input"]["verdict"] and res["input"]["ratio"] > 0  # the input check ran under Mirrored too
 
 
 def test_gradient_accumulation_matches_one_big_batch(single_device_run, data, tmp_path):

@@ -115,7 +115,7 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
                    "replicas": fitted.replicas, "history": result.history,
                    "examples_per_second": result.examples_per_second,
                    "exported": dataclasses.asdict(result.exported) if result.exported else None,
-                   "input": dataclasses.asdict(fitted.input) if fitted.input else None,
+                   "input": dataclasses.asdict(result.input) if result.input else None,
                    "weights_sha256": hashlib.sha256(weights).hexdigest()}
         with tf.io.gfile.GFile(job.result_file, "w") as f:
             json.dump(summary, f)

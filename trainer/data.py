@@ -18,19 +18,17 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 @dataclasses.dataclass(frozen=True)
 class InputOptions:
-    """The tf.data performance fixes (tensorflow.org/guide/data_performance), each one switchable so
+    """The tf.data fixes (tensorflow.org/guide/data_performance) that measured free here, switchable so
     `make bench` measures the pipeline with and without them side by side (bench/input_bench.py).
-    None changes which rows a batch holds or their order, so training is the same either way."""
-    # Read a shard's files in parallel, whole, then concatenate them in file order.
-    parallel_read: bool = True
-    # Gather the training batches on several threads (ordered: deterministic=True).
-    parallel_batches: bool = True
+    None changes which rows a batch holds or their order, so training is the same either way.
+    Tried and measured not to pay on this project's 2-core machine, so not here (docs/trainer.md):
+    reading a shard's files whole on parallel threads, gathering training batches on parallel threads."""
     # Keep the parsed, padded eval batches in memory after the first evaluation; the training shard
     # is held in memory already, so the eval split fits by the same assumption.
     cache_eval: bool = True
 
 
-TUNED, UNTUNED = InputOptions(), InputOptions(parallel_read=False, parallel_batches=False, cache_eval=False)
+TUNED, UNTUNED = InputOptions(), InputOptions(cache_eval=False)
 
 
 def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
@@ -79,9 +77,9 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     def dataset_fn(ctx: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
         ctx = ctx or tf.distribute.InputContext()
         per_replica = per_replica_batch_size(global_batch_size, ctx.num_replicas_in_sync, micro_batches)
-        records = _shard_records(files, ctx, options.parallel_read)
+        records = _shard_records(files, ctx)
         if training:
-            ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed, options.parallel_batches)
+            ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed)
         else:
             ds = _padded_eval_batches(records, feature_spec, label, per_replica,
                                       ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches)
@@ -92,23 +90,13 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     return dataset_fn
 
 
-def _shard_records(files: list[str], ctx: tf.distribute.InputContext, parallel: bool = True) -> tf.data.Dataset:
-    """This input pipeline's records: whole files when there are enough, else every n-th record.
-
-    `parallel`: each file is read whole on its own thread and the files are concatenated in order,
-    so the records come in the same order as reading the files one after another.
-    """
+def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+    """This input pipeline's records: whole files when there are enough, else every n-th record."""
     ds = tf.data.Dataset.from_tensor_slices(files)
     by_file = len(files) >= ctx.num_input_pipelines
     if ctx.num_input_pipelines > 1 and by_file:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
-    if parallel:
-        whole = ds.map(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP").batch(_WHOLE_SHARD)
-                       .reduce(tf.zeros([0], tf.string), lambda acc, batch: tf.concat([acc, batch], 0)),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        ds = whole.unbatch()
-    else:
-        ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"), cycle_length=1)
+    ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"), cycle_length=1)
     if ctx.num_input_pipelines > 1 and not by_file:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
     return ds
@@ -156,7 +144,7 @@ def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, label: st
 
 
 def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, batch_size: int,
-                     seed: int, parallel: bool = True) -> tf.data.Dataset:
+                     seed: int) -> tf.data.Dataset:
     """Parse the shard once into host memory, then batch endless seeded permutations of it.
 
     Gathering a batch from parsed columns costs about the same at any batch
@@ -164,24 +152,26 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
     it and starves a small model on CPU (see bench/trainer_bench.py). The cost:
     the shard must fit in host memory. Each draw is enough whole epochs to fill
     at least one batch (a shard may be smaller than a batch); its last partial
-    batch is dropped, so every batch has the static shape TPUs need.
+    batch is dropped, so every batch has the static shape TPUs need. The parsed
+    shard is a cached dataset, so another iterator of the same dataset (the
+    input check, trainer/input_check.py) reads it from memory instead of parsing again.
     """
-    def batches(serialized):
-        columns = tf.io.parse_example(serialized, feature_spec)
-        n = tf.size(serialized, out_type=tf.int64)
+    def parse(serialized):
+        return tf.io.parse_example(serialized, feature_spec), tf.size(serialized, out_type=tf.int64)
+
+    def draw(i, parsed):
+        """Draw i: the batches of enough seeded permutations of the shard to fill one batch or more."""
+        columns, n = parsed
         epochs_per_draw = (batch_size + n - 1) // n
+        keys = tf.random.stateless_uniform(tf.stack([epochs_per_draw, n]), seed=tf.stack([seed, i]))
+        order = tf.reshape(tf.argsort(keys, axis=1, stable=True), [-1])
+        usable = tf.size(order) // batch_size * batch_size
+        return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size])).map(
+            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
 
-        def draw(i):
-            keys = tf.random.stateless_uniform(tf.stack([epochs_per_draw, n]), seed=tf.stack([seed, i]))
-            order = tf.reshape(tf.argsort(keys, axis=1, stable=True), [-1])
-            usable = tf.size(order) // batch_size * batch_size
-            return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size]))
-
-        return tf.data.Dataset.counter().flat_map(draw).map(
-            lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label),
-            num_parallel_calls=tf.data.AUTOTUNE if parallel else None, deterministic=True)
-
-    return records.batch(_WHOLE_SHARD).flat_map(batches)
+    # repeat() reaches the end of the one-element cache once, which completes it.
+    shard = records.batch(_WHOLE_SHARD).map(parse).cache().repeat()
+    return tf.data.Dataset.zip((tf.data.Dataset.counter(), shard)).flat_map(draw)
 
 
 # A batch size no shard reaches: batching by it yields the whole shard as one element.

@@ -16,7 +16,6 @@ import tf_keras
 
 from trainer.config import TrainerConfig
 from trainer.data import record_dataset_fn
-from trainer.input_check import InputDiagnosis, check_input
 from trainer.loop import TrainResult, train
 from trainer.strategy import chief_or_temp_dir, is_chief, make_strategy
 from trainer.tasks import Task
@@ -39,7 +38,6 @@ class Fitted:
     chief: bool
     replicas: int
     export_dir: Optional[str]  # where this worker exported (a removed temp dir off the chief); None: no export
-    input: Optional[InputDiagnosis] = None  # input alone vs training; None when not measured
 
 
 # (model, directory): write the trained model as a SavedModel.
@@ -76,13 +74,10 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
 
     result = train(strategy, cfg, model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir,
                    task=data.task)
-    diagnosis = None
-    if cfg.check_input and not result.preempted:  # every worker: the check's reduce is a collective
-        diagnosis = check_input(strategy, cfg, train_fn, result.step_examples_per_second, result.loop_seconds)
     exported = None
     if export_dir and not result.preempted:
         exported = _export_from_chief(strategy, result.model, export_dir, export)
-    return Fitted(result, is_chief(strategy), strategy.num_replicas_in_sync, exported, diagnosis)
+    return Fitted(result, is_chief(strategy), strategy.num_replicas_in_sync, exported)
 
 
 def _export_from_chief(strategy: tf.distribute.Strategy, model: tf_keras.Model, export_dir: str,

@@ -1,15 +1,16 @@
 """Is training input-bound? The input pipeline alone, measured against training, on the run's own data and strategy.
 
-After training, the same dataset_fn the loop read is distributed by the same strategy and
-iterated the way the loop's host calls iterate it (steps_per_execution steps per call, every
-replica's batch handed to the device and touched there), but with no model step. Its
+After training, the loop's own distributed training dataset is iterated again, the way its host
+calls iterate it (steps_per_execution steps per call, every replica's batch handed to the device
+and touched there), but with no model step. The parsed shard is cached in that dataset
+(trainer/data.py), so the check reads it from memory rather than parsing it again. Its
 examples/s against training's own (the loop's host calls after the first; no evaluation, no
 checkpoints) is the ratio. tf.data prefetches, so input and training overlap: training is
 input-bound when the input alone can barely deliver what training consumes. This is the test
 tensorflow.org/guide/data_performance_analysis starts from ("is the input pipeline the
 bottleneck?"), done by the trainer itself because nobody watches a Vertex job as it runs.
 
-Its cost: the first call (tracing, and reading and parsing the shard again) plus
+Its cost: the first call (tracing, and skipping the batches a resumed run had consumed) plus
 `INPUT_CHECK_FRACTION` of the run's steps of input alone; the record says how many seconds
 that was and what fraction of the training loop.
 """
@@ -24,13 +25,14 @@ import time
 import tensorflow as tf
 
 from trainer.config import TrainerConfig
-from trainer.data import DatasetFn
 
 log = logging.getLogger("trainer.loop")
 
-# The steps of input the check reads, as a fraction of the run's train_steps (at least two host
-# calls: the first traces and parses the shard, so it is not timed).
-INPUT_CHECK_FRACTION = 0.05
+# The steps of input the check reads, as a fraction of the run's train_steps, in host calls of
+# steps_per_execution: the first traces and is not timed, and at least MIN_TIMED_CALLS are timed
+# (one call is too short to measure on a busy host).
+INPUT_CHECK_FRACTION = 0.03
+MIN_TIMED_CALLS = 3
 # Input alone at less than this multiple of training throughput: the device waits for input
 # (the input and the step overlap, so a small margin is eaten by jitter).
 INPUT_BOUND_BELOW = 1.2
@@ -73,13 +75,13 @@ def verdict(ratio: float, cfg: TrainerConfig, replicas: int) -> tuple[str, str]:
     return "little headroom", cause.replace("Likely cause", "A faster device would wait for input; likely cause")
 
 
-def check_input(strategy: tf.distribute.Strategy, cfg: TrainerConfig, dataset_fn: DatasetFn,
+def check_input(strategy: tf.distribute.Strategy, cfg: TrainerConfig, data: tf.distribute.DistributedDataset,
                 train_examples_per_second: float, loop_seconds: float) -> InputDiagnosis | None:
     """Measure the input alone; None when there is no training throughput to compare with."""
     if train_examples_per_second <= 0:
         return None
-    calls = max(2, math.ceil(cfg.train_steps * INPUT_CHECK_FRACTION / cfg.steps_per_execution))
-    measured = measure_input(strategy, cfg, dataset_fn, calls)
+    calls = 1 + max(MIN_TIMED_CALLS, math.ceil(cfg.train_steps * INPUT_CHECK_FRACTION / cfg.steps_per_execution))
+    measured = measure_input(strategy, cfg, data, calls)
     ratio = measured.examples_per_second / train_examples_per_second
     text, advice = verdict(ratio, cfg, strategy.num_replicas_in_sync)
     diagnosis = InputDiagnosis(measured.examples_per_second, train_examples_per_second, ratio, text, advice,
@@ -92,28 +94,32 @@ def check_input(strategy: tf.distribute.Strategy, cfg: TrainerConfig, dataset_fn
 @dataclasses.dataclass(frozen=True)
 class InputSpeed:
     examples_per_second: float  # steady: the calls after the first
-    first_call_seconds: float  # tracing, reading and parsing the shard, the first steps
-    seconds: float  # everything, the dataset's creation included
+    first_call_seconds: float  # tracing, the first steps (and reading and parsing the shard, unless cached)
+    seconds: float  # everything
 
 
-def measure_input(strategy: tf.distribute.Strategy, cfg: TrainerConfig, dataset_fn: DatasetFn,
+def measure_input(strategy: tf.distribute.Strategy, cfg: TrainerConfig, data: tf.distribute.DistributedDataset,
                   calls: int) -> InputSpeed:
-    """Iterate `dataset_fn` under `strategy` as the loop's host calls do, without a model step."""
+    """Iterate `data` (distributed by `strategy`) as the loop's host calls do, without a model step."""
     spe, k = cfg.steps_per_execution, cfg.gradient_accumulation_steps
     start = time.perf_counter()
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    iterator = iter(data)
+    with strategy.scope():
+        # Each replica adds up its labels here, so every batch reaches its device; on-read sync (like a
+        # Keras metric) keeps the adds local: no collective per step, one reduce per call.
+        sink = tf.Variable(0.0, synchronization=tf.VariableSynchronization.ON_READ,
+                           aggregation=tf.VariableAggregation.SUM, trainable=False)
 
     def touch(batch):
         _, labels = batch
-        return tf.reduce_sum(tf.cast(labels, tf.float32))
+        sink.assign_add(tf.reduce_sum(tf.cast(labels, tf.float32)))
 
     @tf.function
     def pull(iterator, num_steps):
-        total = tf.constant(0.0)
         for _ in tf.range(num_steps):
             for _ in range(k):
-                total += strategy.reduce("SUM", strategy.run(touch, args=(next(iterator),)), axis=None)
-        return total
+                strategy.run(touch, args=(next(iterator),))
+        return sink.read_value()
 
     float(pull(iterator, tf.constant(spe)))
     timed = time.perf_counter()

@@ -21,6 +21,7 @@ import tf_keras
 from trainer.config import TrainerConfig
 from trainer.data import DatasetFn, per_replica_batch_size
 from trainer.hooks import Checkpointer, Preemption, Profiler, Summaries
+from trainer.input_check import InputDiagnosis, check_input
 from trainer.outcome import ExportChoice
 from trainer.state import TrainState, build_state
 from trainer.steps import make_evaluate, make_train_steps
@@ -46,6 +47,7 @@ class TrainResult:
     # what the input pipeline must keep up with (trainer/input_check.py); 0.0 when there was none.
     step_examples_per_second: float = 0.0
     loop_seconds: float = 0.0  # the whole loop's wall time, evaluations and checkpoints included
+    input: Optional[InputDiagnosis] = None  # input alone vs training (trainer.check_input); None: not measured
 
 
 def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
@@ -64,7 +66,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                         cfg.checkpoints_to_keep, **state.checkpointed())
     ckpt.restore()
     step = initial_step = int(state.optimizer.iterations.numpy())
-    train_iter = iter(strategy.distribute_datasets_from_function(_resumed(train_dataset_fn, step, cfg)))
+    train_data = strategy.distribute_datasets_from_function(_resumed(train_dataset_fn, step, cfg))
+    train_iter = iter(train_data)
     eval_data = eval_dataset_fn and strategy.distribute_datasets_from_function(eval_dataset_fn)
     train_steps = make_train_steps(strategy, state, cfg)
     evaluate = None if eval_data is None else make_evaluate(strategy, state, eval_data)
@@ -113,15 +116,17 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     loop_seconds = time.perf_counter() - loop_start
     steady = (step - steady_step) * global_batch / (time.perf_counter() - steady_start) if step > steady_step else 0.0
     stepping = (step - steady_step) * global_batch / step_seconds if step_seconds else 0.0
-    exported = None
+    exported = diagnosis = None
     if preempted:
         log.warning("preempted at step %d; checkpoint saved in %s", step, checkpoint_dir)
     else:
         # After the last checkpoint: it keeps the last weights, so a restart exports the same choice again.
         exported = _choose_export(cfg, state, step)
         log.info("export: %s", exported.describe())
+        if cfg.check_input:  # on every worker: the check's reduce is a collective
+            diagnosis = check_input(strategy, cfg, train_data, stepping, loop_seconds)
     return TrainResult(state.model, step, initial_step, preempted, stopped_early, history, steady, exported,
-                       stepping, loop_seconds)
+                       stepping, loop_seconds, diagnosis)
 
 
 def _choose_export(cfg: TrainerConfig, state: TrainState, step: int) -> ExportChoice:

@@ -63,7 +63,7 @@ def run_fn(fn_args) -> None:
              fitted.result.exported.describe())
     if fitted.chief:  # the summary and the report read it from the ModelRun artifact
         outcome.write(fn_args.model_run_dir, outcome.Outcome(
-            fitted.result.exported, fitted.input, fitted.result.loop_seconds,
+            fitted.result.exported, fitted.result.input, fitted.result.loop_seconds,
             time.process_time() - cpu_start))
     if not fitted.chief:
         # TFX's Trainer executor fails any replica whose serving_model_dir is missing after run_fn,
