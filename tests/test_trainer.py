@@ -313,8 +313,8 @@ def held_out_accuracy(export_dir: Path, pattern: str) -> float:
 
 def test_best_export_keeps_the_peak_and_beats_last_on_held_out_rows(overfitting_data, tmp_path):
     data = {k: v for k, v in overfitting_data.items() if k != "held_out"}
-    settings = dict(train_steps=600, eval_every_steps=20, checkpoint_every_steps=20, steps_per_execution=20,
-                    hidden_units=[256, 256], learning_rate=0.01)
+    settings = dict(train_steps=600, eval_every_steps=10, checkpoint_every_steps=20, steps_per_execution=10,
+                    hidden_units=[256, 256], learning_rate=0.0005)
     jobs = {policy: write_job(tmp_path / policy, data, export=policy, **settings) for policy in ("best", "last")}
     for job in jobs.values():
         train_here(job)
@@ -327,6 +327,7 @@ def test_best_export_keeps_the_peak_and_beats_last_on_held_out_rows(overfitting_
     # The first evaluation with the highest eval accuracy (the main metric of a multi-class task).
     peak = max(history, key=lambda r: r["eval_accuracy"])
     assert best["exported"]["step"] == peak["step"] < 300  # < 300: the resumed job below must restore it
+    assert peak["step"] > history[0]["step"]  # a peak reached by training, not the first evaluation
     assert best["exported"]["value"] == pytest.approx(peak["eval_accuracy"])
     assert last["exported"]["step"] == settings["train_steps"] and last["exported"]["best_step"] == peak["step"]
     assert best["weights_sha256"] != last["weights_sha256"]
