@@ -11,7 +11,7 @@ def markdown(r: dict) -> str:
     lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
     for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi),
-                      ("analyzer_cache", _analyzer_cache)):
+                      ("analyzer_cache", _analyzer_cache), ("input", _input)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -86,7 +86,12 @@ def _secs(x) -> str:
 
 
 def _trainer(t: dict) -> list[str]:
-    lines = ["## 2. Trainer throughput vs model.fit", "", _when(t), ""]
+    return _text_part("## 2. Trainer throughput vs model.fit", t)
+
+
+def _text_part(title: str, t: dict) -> list[str]:
+    """A part whose own report text says it all (or why it was not measured)."""
+    lines = [title, "", _when(t), ""]
     if "skipped" in t or "failed" in t:
         lines += [f"Not measured: {t.get('skipped') or t.get('failed')}.", ""]
     else:
@@ -152,6 +157,10 @@ def _analyzer_cache(a: dict) -> list[str]:
               f"First runs (filling the cache): Transform {first['cache']:.1f}s with, {first['no_cache']:.1f}s "
               "without.", ""]
     return lines
+
+
+def _input(i: dict) -> list[str]:
+    return _text_part("## 6. Trainer input: without and with the tf.data fixes, and the input-bound check", i)
 
 
 def _when(part: dict) -> str:

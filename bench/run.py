@@ -8,7 +8,9 @@
 4. taxi: this pipeline on configs/taxi.yaml vs TFX's own Chicago taxi example
    on the same rows: wall time and eval AUC (bench/taxi.py);
 5. analyzer cache: a rolling window's next run with Transform's analyzer
-   cache vs without it (bench/analyzer_cache.py).
+   cache vs without it (bench/analyzer_cache.py);
+6. input: the trainer's input pipeline without and with its tf.data fixes,
+   and the cost of the trainer's input-bound check (bench/input_bench.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -115,6 +117,20 @@ def bench_trainer(work: Path, transform_dir: Path | None) -> dict:
     return {"wall_seconds": round(measured.wall_seconds, 2), **json.loads(out.read_text())}
 
 
+def bench_input(work: Path) -> dict:
+    """bench/input_bench.py in its own process (the trainer turns on op determinism for the whole process)."""
+    out = work / "input.json"
+    measured = run_measured([sys.executable, "-m", "bench.input_bench", "--json", str(out)],
+                            str(work / "input.log"), env=ENV, cwd=REPO_ROOT)
+    if measured.returncode != 0 or not out.exists():
+        tail = Path(measured.log_file).read_text()[-2000:]
+        return {"failed": f"bench/input_bench.py exited with {measured.returncode}", "log_tail": tail}
+    from bench.input_bench import format_report
+
+    report = json.loads(out.read_text())
+    return {"wall_seconds": round(measured.wall_seconds, 2), **report, "text": format_report(report)}
+
+
 def bench_scale(work: Path, sizes: list[int]) -> dict:
     runs = {}
     for rows in sizes:
@@ -186,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["local", "trainer", "scale", "taxi", "cache"])
+                        choices=["local", "trainer", "scale", "taxi", "cache", "input"])
     parser.add_argument("--cache-rows", type=int, default=100_000,
                         help="rows per span in the analyzer cache comparison")
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
@@ -232,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                                                  beam_settings(args.cache_rows * WINDOW))
             print(f"  Transform ratio {results['analyzer_cache']['transform_ratio']:.2f}x, "
                   f"whole run {results['analyzer_cache']['wall_ratio']:.2f}x", flush=True)
+        if "input" not in args.skip:
+            print("input: the trainer's input pipeline without and with its tf.data fixes ...", flush=True)
+            results["input"] = _stamped(bench_input, work)
+            print(results["input"].get("text") or results["input"].get("failed"), flush=True)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise

@@ -57,6 +57,7 @@ def test_rerun_from_the_same_snapshot_is_identical(safety_run, tmp_path):
     assert second.snapshot_digest == first.snapshot_digest
     assert all(c.state == "ran" for c in second.components), second.components
     assert second.metrics == first.metrics and second.metrics["example_count"] > 0
+    assert second.exported == first.exported and first.exported.policy == "best"
     path = config.pipeline.metadata_path
     # Transform's analyzers (means, variances) must not depend on Beam's timing.
     assert _transformed(path, first.component("Transform").execution_id) == _transformed(

@@ -90,7 +90,8 @@ def test_reruns_push_nothing_and_the_second_is_served_from_cache(pipeline_run):
     # Evaluator compares the candidate with it, itself, and the Pusher finds it serving already.
     for name in ("ServingModel", "Evaluator", "Pusher"):
         assert states[name] == "ran", states
-    assert second.blessed is True and second.pushed_path is None
+    assert second.blessed is True
+    assert second.pushed_path is None and second.pushed_version is None  # the push was the first run's
     assert sorted(os.listdir(config.pipeline.serving_dir)) == versions
     # ... and says so: this run pushed nothing (`pipeline run` exits 4).
     assert second.unchanged_version == first.pushed_version and first.unchanged_version is None

@@ -2,6 +2,7 @@
 
 import base64
 import html
+import io
 import os
 import re
 import shutil
@@ -12,8 +13,15 @@ from tfx import v1 as tfx
 from tfx.types import artifact as tfx_artifact
 
 from pipeline import cli
+from pipeline.config import load_config
+from pipeline.errors import PipelineFailed
+from pipeline.local_runner import run_local
+from pipeline.runs.history import Row, format_history, history
+from pipeline.runs.history_page import history_figure
 from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir
-from pipeline.runs.summary import ACCURACY, summarize
+from pipeline.runs.summary import ACCURACY, format_summary, summarize
+from tests.bad_inputs import write_case
+from tests.conftest import CONFIG
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +81,7 @@ def test_report_shows_what_the_run_recorded(report):
 
 
 def test_training_curves_come_from_the_trainer_summaries(report):
-    config, summary, _, _, page = report
+    config, summary, console, _, page = report
     model_run = next(a for a in summary.outputs["Trainer"] if a.type_name == "ModelRun")
     scalars = read_scalars(model_run.uri)
     for name in ("loss", "accuracy", "eval_loss", "eval_accuracy", "learning_rate", "examples_per_second"):
@@ -84,6 +92,19 @@ def test_training_curves_come_from_the_trainer_summaries(report):
                                     config.trainer.eval_every_steps))
     training = _section(page, "training")
     assert f"<td>eval_accuracy</td><td>{scalars['eval_accuracy'][-1][1]:.4g}</td>" in training
+    # The exported step is the best evaluation (trainer.export=best) and the summary says so, as does the report.
+    exported = summary.exported
+    best_step, best = max(scalars["eval_accuracy"], key=lambda sv: (sv[1], -sv[0]))
+    assert (exported.policy, exported.step, exported.metric) == ("best", best_step, "accuracy")
+    assert exported.value == pytest.approx(best)
+    assert f"trained: exported {exported.describe()}" in console
+    assert f"<b>Exported</b> {html.escape(exported.describe())}" in training
+    # ... and whether training was input-bound, measured on this run's data.
+    check = summary.trainer.input
+    assert check.train_examples_per_second > 0 and check.ratio == pytest.approx(
+        check.input_examples_per_second / check.train_examples_per_second)
+    assert f"input: {check.describe()}" in console
+    assert f"<b>Input</b>: {html.escape(check.describe())}" in training
 
 
 def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):
@@ -110,9 +131,80 @@ def test_a_rejected_candidate_shows_baseline_numbers_and_why(rejected_run, safet
         evaluation = _section(f.read(), "evaluation")
     assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>"
             f"<td>{safety_run.summary.metrics[ACCURACY]:.4f}</td>") in evaluation
-    assert "<b>Not blessed</b>" in evaluation and "nothing pushed" in evaluation
+    assert "<b>Not blessed</b>" in evaluation and "Pushed by this run: nothing, not blessed" in evaluation
     assert summary.validation_failures
     assert all(html.escape(f) in evaluation for f in summary.validation_failures)
+
+
+def _said(page: str, key: str) -> str:
+    """The overview's value for `key`, as plain text."""
+    match = re.search(rf"<td>{key}</td><td>(.*?)</td>", _section(page, "overview"), re.S)
+    assert match, f"overview has no {key!r} row"
+    return html.unescape(match.group(1))
+
+
+def _report_agrees_with_summary(config, summary) -> str:
+    """The report says what the summary says about the push, and claims no push the run did not make."""
+    with open(os.path.join(run_dir(config, summary.run_id), REPORT_FILE)) as f:
+        page = f.read()
+    [summary_line] = [line for line in format_summary(summary, config).splitlines() if line.startswith("pushed: ")]
+    outcome = summary_line[len("pushed: "):]
+    assert _said(page, "pushed") == outcome
+    if summary.blessed is not None:  # the Evaluator ran: its section says it again
+        assert f"Pushed by this run: {outcome}" in html.unescape(_section(page, "evaluation"))
+    return page
+
+
+def test_a_run_that_pushed_nothing_new_does_not_claim_an_earlier_push(pipeline_run):
+    """The same config again: everything cached, the Pusher's output is the first run's push."""
+    config, first, _ = pipeline_run
+    again = run_local(config, stream=io.StringIO())
+    assert again.component("Pusher").state == "cached" and again.run_id != first.run_id
+    assert again.pushed_path is None and again.pushed_version is None
+    assert again.unchanged_version == first.pushed_version
+    page = _report_agrees_with_summary(config, again)
+    assert _said(page, "pushed").startswith("nothing new")
+    # The first run's destination appears nowhere as this run's push.
+    assert first.pushed_path not in page
+
+
+def test_a_blocked_run_reports_what_the_summary_says(safety_run, tmp_path):
+    config = load_config(CONFIG, safety_run.overrides(
+        f"data.input_dir={write_case('missing_column', tmp_path / 'missing_column')}"))
+    with pytest.raises(PipelineFailed):
+        run_local(config, io.StringIO())
+    blocked = summarize(config.pipeline.metadata_path, config.pipeline.name)
+    assert blocked.component("DataGate").state == "failed" and blocked.run_id != safety_run.summary.run_id
+    page = _report_agrees_with_summary(config, blocked)
+    assert _said(page, "status") == "blocked in DataGate"
+    assert _said(page, "pushed").startswith("nothing, blocked by DataGate")
+    assert safety_run.summary.pushed_path not in page
+
+
+def test_history_shows_the_trainers_cpu_hours_of_a_local_run(report):
+    config, summary, *_ = report
+    [row] = [r for r in history(config) if r.run_id == summary.run_id]
+    assert row.cost.where == "local" and row.cost.usd is None
+    assert row.cost.pool_hours == pytest.approx(summary.trainer.cpu_seconds / 3600) and row.cost.pool_hours > 0
+    text = format_history(history(config))
+    [line] = [line for line in text.splitlines() if line.startswith(summary.run_id[:27])]
+    assert f" {row.cost.pool_hours:.4f} " in line
+    assert "trainer h: CPU-hours the trainer used (a local run has no worker pool)" in text
+    assert f"<td>training cost</td><td>{html.escape(row.cost.describe())}</td>" in _section(report[4], "overview")
+
+
+def test_history_plot_labels_its_axis_with_the_metric_and_marks_blocked_runs():
+    def row(metric, pushed=None, stopped_by=None):
+        return Row(run_id="r", spans="-", rows=None, drift="-", metric=metric, blessed=metric is not None,
+                   pushed_version=pushed, unchanged_version=None, stopped_by=stopped_by)
+
+    fig = history_figure([row(0.95, pushed="1"), row(None, stopped_by="DataGate"), row(0.94)], "rmse")
+    [ax] = fig.axes
+    assert ax.get_ylabel() == "eval rmse"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "eval rmse", "pushed", "nothing new / not blessed", "blocked by a gate (no metric)"]
+    fig = history_figure([row(0.95, pushed="1")], "accuracy")
+    assert "blocked by a gate (no metric)" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -131,6 +131,11 @@ def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, 
     res = result(job)
     assert res["replicas"] == 2
     assert trajectory(res) == pytest.approx(trajectory(single_device_run), rel=TRAJECTORY_RTOL)
+    # Two replicas choose the export as one device does (trainer.export=best, the default).
+    assert res["exported"]["policy"] == single_device_run["exported"]["policy"] == "best"
+    assert res["exported"]["step"] == single_device_run["exported"]["step"]
+    assert res["exported"]["value"] == pytest.approx(single_device_run["exported"]["value"], rel=TRAJECTORY_RTOL)
+    assert res["input"]["verdict"] and res["input"]["ratio"] > 0  # the input check ran under Mirrored too
 
 
 def test_gradient_accumulation_matches_one_big_batch(single_device_run, data, tmp_path):
@@ -203,6 +208,8 @@ def test_multi_worker_stops_together_resumes_agrees_and_only_chief_exports(data,
     assert chief["step"] == worker["step"] == 1000
     assert chief["weights_sha256"] == worker["weights_sha256"]
     assert chief["history"] == worker["history"]
+    # Both hold the best evaluation's weights (trainer.export=best), whichever step that was.
+    assert chief["exported"] == worker["exported"] and chief["exported"]["policy"] == "best"
     assert (tmp_path / "worker0" / "export" / "saved_model.pb").is_file()
     assert not (tmp_path / "worker1" / "export").exists()
 
@@ -228,6 +235,7 @@ def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
     assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 2000
     assert resumed["weights_sha256"] == expected["weights_sha256"]
     assert resumed["history"][-1] == expected["history"][-1]
+    assert resumed["exported"] == expected["exported"]
 
 
 @pytest.mark.parametrize("policy, hlo_type", [
@@ -273,3 +281,66 @@ def test_jit_step_refuses_an_op_xla_cannot_compile():
     make_gradient_fn(model, optimizer, 4, jit_compile=False, loss_fn=loss_fn)((batch,))  # fine without XLA
     with pytest.raises(tf.errors.InvalidArgumentError, match="AsString"):
         make_gradient_fn(model, optimizer, 4, jit_compile=True, loss_fn=loss_fn)((batch,))
+
+
+@pytest.fixture(scope="module")
+def overfitting_data(tmp_path_factory) -> dict:
+    """Few noisy training rows: a wide model fits them, and eval loss rises after an early low."""
+    from trainer import synthetic
+
+    root = tmp_path_factory.mktemp("overfit")
+    noisy = dict(shards=1, label_noise=0.3)
+    return {"train_files": synthetic.write_examples(str(root / "train"), 96, seed=10, **noisy),
+            "eval_files": synthetic.write_examples(str(root / "eval"), 400, seed=11, **noisy),
+            "held_out": synthetic.write_examples(str(root / "held_out"), 2000, seed=12, **noisy)}
+
+
+def held_out_accuracy(export_dir: Path, pattern: str) -> float:
+    """The exported model scored on rows no job read."""
+    import numpy as np
+    import tensorflow as tf
+
+    from trainer import synthetic
+
+    spec = synthetic.feature_spec(synthetic.layout())
+    label = synthetic.layout().label
+    rows = tf.data.TFRecordDataset(tf.io.gfile.glob(pattern), compression_type="GZIP").batch(4096)
+    features = tf.io.parse_example(next(iter(rows)), spec)
+    labels = features.pop(label).numpy()
+    logits = tf.saved_model.load(str(export_dir))(features)
+    return float(np.mean(np.argmax(logits.numpy(), axis=1) == labels))
+
+
+def test_best_export_keeps_the_peak_and_beats_last_on_held_out_rows(overfitting_data, tmp_path):
+    data = {k: v for k, v in overfitting_data.items() if k != "held_out"}
+    settings = dict(train_steps=600, eval_every_steps=10, checkpoint_every_steps=20, steps_per_execution=10,
+                    hidden_units=[256, 256], learning_rate=0.0005)
+    jobs = {policy: write_job(tmp_path / policy, data, export=policy, **settings) for policy in ("best", "last")}
+    for job in jobs.values():
+        train_here(job)
+    best, last = result(jobs["best"]), result(jobs["last"])
+    assert best["history"] == last["history"]  # the policy changes the export, not the training
+    history = best["history"]
+    eval_losses = [r["eval_loss"] for r in history]
+    low = min(range(len(history)), key=eval_losses.__getitem__)
+    assert low < len(history) // 2 and eval_losses[-1] > 1.3 * eval_losses[low], eval_losses  # it overfits
+    # The first evaluation with the highest eval accuracy (the main metric of a multi-class task).
+    peak = max(history, key=lambda r: r["eval_accuracy"])
+    assert best["exported"]["step"] == peak["step"] < 300  # < 300: the resumed job below must restore it
+    assert peak["step"] > history[0]["step"]  # a peak reached by training, not the first evaluation
+    assert best["exported"]["value"] == pytest.approx(peak["eval_accuracy"])
+    assert last["exported"]["step"] == settings["train_steps"] and last["exported"]["best_step"] == peak["step"]
+    assert best["weights_sha256"] != last["weights_sha256"]
+    held_out = overfitting_data["held_out"]
+    best_score = held_out_accuracy(tmp_path / "best" / "export", held_out)
+    last_score = held_out_accuracy(tmp_path / "last" / "export", held_out)
+    assert best_score > last_score + 0.02, (best_score, last_score)
+
+    # The best so far lives in the checkpoint: a job stopped before the end and resumed picks the same step.
+    split = write_job(tmp_path / "split", data, export="best", **{**settings, "train_steps": 300})
+    train_here(split)
+    write_job(tmp_path / "split", data, export="best", **settings)
+    train_here(split)
+    resumed = result(split)
+    assert resumed["initial_step"] == 300 and resumed["exported"] == best["exported"]
+    assert resumed["weights_sha256"] == best["weights_sha256"]

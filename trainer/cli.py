@@ -14,6 +14,7 @@ CLUSTER_SPEC) makes each process one worker of a MultiWorkerMirroredStrategy.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -46,7 +47,7 @@ class JobConfig(Section):
     # The chief writes the trained Keras model here as a SavedModel; other workers nowhere.
     export_dir: Optional[str] = None
     logdir: Optional[str] = None
-    # This process's outcome as JSON: steps, eval history, a digest of the final weights.
+    # This process's outcome as JSON: steps, eval history, the exported step, a digest of the exported weights.
     result_file: Optional[str] = None
 
     @field_validator("train_files", "eval_files", "checkpoint_dir", "export_dir", "logdir", "result_file")
@@ -113,6 +114,8 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
                    "stopped_early": result.stopped_early, "chief": fitted.chief,
                    "replicas": fitted.replicas, "history": result.history,
                    "examples_per_second": result.examples_per_second,
+                   "exported": dataclasses.asdict(result.exported) if result.exported else None,
+                   "input": dataclasses.asdict(result.input) if result.input else None,
                    "weights_sha256": hashlib.sha256(weights).hexdigest()}
         with tf.io.gfile.GFile(job.result_file, "w") as f:
             json.dump(summary, f)

@@ -51,6 +51,12 @@ class TrainerConfig(Section):
     eval_every_steps: int = Field(100, ge=1)
     eval_batches: int = Field(0, ge=0)  # 0: the whole eval split
     early_stopping_patience: int = Field(0, ge=0)  # evaluations without improvement; 0: off
+    # Export the weights of the evaluation with the best main metric (the Evaluator's gate, trainer/tasks.py)
+    # on the eval split, or those of the last step. Without an eval split `best` exports the last step.
+    export: Literal["best", "last"] = "best"
+    # After training, measure the input pipeline alone against training (trainer/input_check.py):
+    # a few percent of the run, for the input-bound verdict in the log, the summary and the report.
+    check_input: bool = True
     learning_rate: float = Field(0.01, gt=0, le=10)
     # Linear scaling with replicas keeps the per-example update size when the
     # global batch grows with the device count.

@@ -7,12 +7,28 @@ string ops reach the TPU.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Optional
 
 import numpy as np
 import tensorflow as tf
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
+
+
+@dataclasses.dataclass(frozen=True)
+class InputOptions:
+    """The tf.data fixes (tensorflow.org/guide/data_performance) that measured free here, switchable so
+    `make bench` measures the pipeline with and without them side by side (bench/input_bench.py).
+    None changes which rows a batch holds or their order, so training is the same either way.
+    Tried and measured not to pay on this project's 2-core machine, so not here (docs/trainer.md):
+    reading a shard's files whole on parallel threads, gathering training batches on parallel threads."""
+    # Keep the parsed, padded eval batches in memory after the first evaluation; the training shard
+    # is held in memory already, so the eval split fits by the same assumption.
+    cache_eval: bool = True
+
+
+TUNED, UNTUNED = InputOptions(), InputOptions(cache_eval=False)
 
 
 def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
@@ -43,7 +59,7 @@ def label_moments(file_pattern: str | list[str], label_key: str) -> tuple[float,
 
 def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_batch_size: int,
                       *, label: str, training: bool, seed: int = 0, micro_batches: int = 1,
-                      max_batches: int = 0) -> DatasetFn:
+                      max_batches: int = 0, options: InputOptions = TUNED) -> DatasetFn:
     """A dataset_fn for `strategy.distribute_datasets_from_function`.
 
     Each input pipeline reads its shard and yields per-replica micro-batches.
@@ -67,6 +83,8 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
         else:
             ds = _padded_eval_batches(records, feature_spec, label, per_replica,
                                       ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches)
+            if options.cache_eval:
+                ds = ds.cache()
         return ds.prefetch(tf.data.AUTOTUNE)
 
     return dataset_fn
@@ -134,23 +152,26 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
     it and starves a small model on CPU (see bench/trainer_bench.py). The cost:
     the shard must fit in host memory. Each draw is enough whole epochs to fill
     at least one batch (a shard may be smaller than a batch); its last partial
-    batch is dropped, so every batch has the static shape TPUs need.
+    batch is dropped, so every batch has the static shape TPUs need. The parsed
+    shard is a cached dataset, so another iterator of the same dataset (the
+    input check, trainer/input_check.py) reads it from memory instead of parsing again.
     """
-    def batches(serialized):
-        columns = tf.io.parse_example(serialized, feature_spec)
-        n = tf.size(serialized, out_type=tf.int64)
+    def parse(serialized):
+        return tf.io.parse_example(serialized, feature_spec), tf.size(serialized, out_type=tf.int64)
+
+    def draw(i, parsed):
+        """Draw i: the batches of enough seeded permutations of the shard to fill one batch or more."""
+        columns, n = parsed
         epochs_per_draw = (batch_size + n - 1) // n
-
-        def draw(i):
-            keys = tf.random.stateless_uniform(tf.stack([epochs_per_draw, n]), seed=tf.stack([seed, i]))
-            order = tf.reshape(tf.argsort(keys, axis=1, stable=True), [-1])
-            usable = tf.size(order) // batch_size * batch_size
-            return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size]))
-
-        return tf.data.Dataset.counter().flat_map(draw).map(
+        keys = tf.random.stateless_uniform(tf.stack([epochs_per_draw, n]), seed=tf.stack([seed, i]))
+        order = tf.reshape(tf.argsort(keys, axis=1, stable=True), [-1])
+        usable = tf.size(order) // batch_size * batch_size
+        return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size])).map(
             lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
 
-    return records.batch(_WHOLE_SHARD).flat_map(batches)
+    # repeat() reaches the end of the one-element cache once, which completes it.
+    shard = records.batch(_WHOLE_SHARD).map(parse).cache().repeat()
+    return tf.data.Dataset.zip((tf.data.Dataset.counter(), shard)).flat_map(draw)
 
 
 # A batch size no shard reaches: batching by it yields the whole shard as one element.

@@ -21,6 +21,8 @@ import tf_keras
 from trainer.config import TrainerConfig
 from trainer.data import DatasetFn, per_replica_batch_size
 from trainer.hooks import Checkpointer, Preemption, Profiler, Summaries
+from trainer.input_check import InputDiagnosis, check_input
+from trainer.outcome import ExportChoice
 from trainer.state import TrainState, build_state
 from trainer.steps import make_evaluate, make_train_steps
 from trainer.strategy import chief_or_temp_dir, is_chief
@@ -39,6 +41,13 @@ class TrainResult:
     history: list[dict]  # one entry per evaluation
     # Wall-clock throughput after the first host call (which traces and compiles).
     examples_per_second: float
+    # Which step's weights `model` holds for export (trainer.export); None when preempted.
+    exported: Optional[ExportChoice] = None
+    # Training alone: examples/s inside the host calls after the first (no eval, no checkpoints),
+    # what the input pipeline must keep up with (trainer/input_check.py); 0.0 when there was none.
+    step_examples_per_second: float = 0.0
+    loop_seconds: float = 0.0  # the whole loop's wall time, evaluations and checkpoints included
+    input: Optional[InputDiagnosis] = None  # input alone vs training (trainer.check_input); None: not measured
 
 
 def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
@@ -57,7 +66,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                         cfg.checkpoints_to_keep, **state.checkpointed())
     ckpt.restore()
     step = initial_step = int(state.optimizer.iterations.numpy())
-    train_iter = iter(strategy.distribute_datasets_from_function(_resumed(train_dataset_fn, step, cfg)))
+    train_data = strategy.distribute_datasets_from_function(_resumed(train_dataset_fn, step, cfg))
+    train_iter = iter(train_data)
     eval_data = eval_dataset_fn and strategy.distribute_datasets_from_function(eval_dataset_fn)
     train_steps = make_train_steps(strategy, state, cfg)
     evaluate = None if eval_data is None else make_evaluate(strategy, state, eval_data)
@@ -68,6 +78,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     history: list[dict] = []  # one record per evaluation
     preempted, stopped_early = False, state.patience_exhausted(cfg.early_stopping_patience)
     steady_start, steady_step = None, step
+    step_seconds, loop_start = 0.0, time.perf_counter()
     try:
         while step < cfg.train_steps and not preempted and not stopped_early:
             n = _steps_to_next_boundary(step, cfg)
@@ -76,7 +87,10 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             loss, acc, preempted = train_steps(train_iter, tf.constant(n), tf.constant(float(preemption.requested)))
             loss, acc, preempted = float(loss), float(acc), bool(preempted)  # waits for the device
             step += n
-            examples_per_second = n * global_batch / (time.perf_counter() - start)
+            call_seconds = time.perf_counter() - start
+            examples_per_second = n * global_batch / call_seconds
+            if steady_start is not None:
+                step_seconds += call_seconds
             profiler.after(step)
             summaries.write(step, {"loss": loss, metric: acc, "learning_rate": float(state.schedule(step - 1)),
                                    "examples_per_second": examples_per_second})
@@ -99,10 +113,37 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
         profiler.close()
         summaries.flush()
         ckpt.close()
+    loop_seconds = time.perf_counter() - loop_start
     steady = (step - steady_step) * global_batch / (time.perf_counter() - steady_start) if step > steady_step else 0.0
+    stepping = (step - steady_step) * global_batch / step_seconds if step_seconds else 0.0
+    exported = diagnosis = None
     if preempted:
         log.warning("preempted at step %d; checkpoint saved in %s", step, checkpoint_dir)
-    return TrainResult(state.model, step, initial_step, preempted, stopped_early, history, steady)
+    else:
+        # After the last checkpoint: it keeps the last weights, so a restart exports the same choice again.
+        exported = _choose_export(cfg, state, step)
+        log.info("export: %s", exported.describe())
+        if cfg.check_input:  # on every worker: the check's reduce is a collective
+            diagnosis = check_input(strategy, cfg, train_data, stepping, loop_seconds)
+    return TrainResult(state.model, step, initial_step, preempted, stopped_early, history, steady, exported,
+                       stepping, loop_seconds, diagnosis)
+
+
+def _choose_export(cfg: TrainerConfig, state: TrainState, step: int) -> ExportChoice:
+    """Load the best evaluation's weights into the model when trainer.export=best, and say which step it is."""
+    evals, main = state.evals, state.task.main
+    best_step, last_step = int(evals.best_step.numpy()), int(evals.last_step.numpy())
+    choice = ExportChoice(policy=cfg.export, step=step, metric=main.label, higher_is_better=main.higher_is_better,
+                          value=None, best_step=best_step if best_step >= 0 else None,
+                          best_value=float(evals.best_value.numpy()) if best_step >= 0 else None)
+    if last_step == step:
+        choice = dataclasses.replace(choice, value=float(evals.last_value.numpy()))
+    if cfg.export == "best":
+        if best_step < 0:
+            return dataclasses.replace(choice, why="no evaluation ran (no eval split), so the last step")
+        evals.load_best(state.model)
+        return dataclasses.replace(choice, step=best_step, value=choice.best_value)
+    return choice
 
 
 def _resumed(dataset_fn: DatasetFn, step: int, cfg: TrainerConfig) -> DatasetFn:
@@ -124,9 +165,11 @@ def _steps_to_next_boundary(step: int, cfg: TrainerConfig) -> int:
 
 
 def _evaluate(evaluate: Callable, state: TrainState, summaries: Summaries, step: int) -> dict[str, float]:
-    """One eval pass: its metrics, written to TensorBoard and counted for early stopping."""
-    eval_loss, eval_metric = (float(x) for x in evaluate())
+    """One eval pass: its metrics, written to TensorBoard, counted for early stopping and the export choice."""
+    eval_loss, eval_metric, *main = (float(x) for x in evaluate())
     record = {"eval_loss": eval_loss, f"eval_{state.task.metric_name}": eval_metric}
+    if main:
+        record[f"eval_{state.task.main.label}"] = main[0]
     summaries.write(step, record)
-    state.record_eval(eval_loss)
+    state.record_eval(step, eval_loss, main[0] if main else eval_metric)
     return record

@@ -10,6 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from trainer import outcome
 from trainer.config import TrainerConfig
 from trainer.export import export_serving_model
 from trainer.fit import TransformedData, fit_and_export
@@ -39,6 +40,7 @@ def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):
 
 
 def run_fn(fn_args) -> None:
+    cpu_start = time.process_time()  # the Trainer's CPU seconds, for the run's cost (pipeline/runs/cost.py)
     cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
     tft_output = tft.TFTransformOutput(fn_args.transform_output)
     spec: Optional[TrainingSpec] = None  # read_data sets it; the export needs its task and features
@@ -58,7 +60,12 @@ def run_fn(fn_args) -> None:
         init_model=_warm_start(cfg, fn_args, tft_output))
     if fitted.result.preempted:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
-    log.info("exported %s after %d steps", fitted.export_dir, fitted.result.step)
+    log.info("exported %s after %d steps: %s", fitted.export_dir, fitted.result.step,
+             fitted.result.exported.describe())
+    if fitted.chief:  # the summary and the report read it from the ModelRun artifact
+        outcome.write(fn_args.model_run_dir, outcome.Outcome(
+            fitted.result.exported, fitted.result.input, fitted.result.loop_seconds,
+            time.process_time() - cpu_start))
     if not fitted.chief:
         # TFX's Trainer executor fails any replica whose serving_model_dir is missing after run_fn,
         # and only the chief writes it: without waiting, a worker that finishes first fails the job.

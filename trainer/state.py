@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -47,21 +47,68 @@ class TrainState:
     # Early-stopping state lives in the checkpoint so a resumed run decides alike.
     best_eval_loss: tf.Variable
     evals_without_improvement: tf.Variable
+    # The Evaluator's main metric on the eval split, when the task's metric is not it (binary: AUC).
+    eval_main: Optional[tf_keras.metrics.Metric] = None
+    # The export choice (trainer.export): the best evaluation so far by the main metric and a copy of
+    # its weights, and the last evaluation. All in the checkpoint, so a resumed run exports alike.
+    evals: Optional["EvalRecord"] = None
 
     def checkpointed(self) -> dict:
         """What a checkpoint saves and restores (the metrics restart each host call)."""
-        return {"model": self.model, "optimizer": self.optimizer, "best_eval_loss": self.best_eval_loss,
-                "evals_without_improvement": self.evals_without_improvement}
+        saved = {"model": self.model, "optimizer": self.optimizer, "best_eval_loss": self.best_eval_loss,
+                 "evals_without_improvement": self.evals_without_improvement}
+        if self.evals is not None:
+            saved["evals"] = self.evals
+        return saved
 
-    def record_eval(self, loss: float) -> None:
+    def record_eval(self, step: int, loss: float, main: float) -> None:
         if loss < float(self.best_eval_loss.numpy()):
             self.best_eval_loss.assign(loss)
             self.evals_without_improvement.assign(0)
         else:
             self.evals_without_improvement.assign_add(1)
+        self.evals.record(step, main, self.model)
 
     def patience_exhausted(self, patience: int) -> bool:
         return bool(patience) and int(self.evals_without_improvement.numpy()) >= patience
+
+
+class EvalRecord(tf.Module):
+    """The best evaluation by the main metric (a copy of its weights) and the last one, as variables.
+
+    A tie keeps the earlier step: fewer steps on the same score. The copy covers every model
+    variable, so the exported model is exactly the one that was evaluated.
+    """
+
+    def __init__(self, model: tf_keras.Model, higher_is_better: bool, keep_weights: bool):
+        super().__init__(name="evals")
+        self.higher_is_better = higher_is_better
+        self.best_step = tf.Variable(-1, trainable=False, dtype=tf.int64)
+        self.best_value = tf.Variable(math.nan, trainable=False, dtype=tf.float32)  # TPUs hold no float64
+        self.last_step = tf.Variable(-1, trainable=False, dtype=tf.int64)
+        self.last_value = tf.Variable(math.nan, trainable=False, dtype=tf.float32)  # TPUs hold no float64
+        # Created under the strategy's scope (build_state), so mirrored like the model's own.
+        self.best_weights = [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in model.weights
+                             ] if keep_weights else []
+
+    def record(self, step: int, value: float, model: tf_keras.Model) -> None:
+        self.last_step.assign(step)
+        self.last_value.assign(value)
+        best = float(self.best_value.numpy())
+        if math.isnan(value):
+            return
+        if math.isnan(best) or (value > best if self.higher_is_better else value < best):
+            self.best_step.assign(step)
+            self.best_value.assign(value)
+            for copy, variable in zip(self.best_weights, model.weights):
+                copy.assign(variable)
+
+    def load_best(self, model: tf_keras.Model) -> None:
+        """Put the best evaluation's weights into `model` (on every replica and worker alike)."""
+        if int(self.best_step.numpy()) < 0 or not self.best_weights:
+            raise ValueError("no best evaluation to export: the run evaluated nothing")
+        for variable, copy in zip(model.weights, self.best_weights):
+            variable.assign(copy)
 
 
 def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
@@ -90,6 +137,8 @@ def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                 eval_loss=tf_keras.metrics.Mean("eval_loss"),
                 eval_acc=task.metric(f"eval_{task.metric_name}"),
                 best_eval_loss=tf.Variable(math.inf, trainable=False, dtype=tf.float32),
-                evals_without_improvement=tf.Variable(0, trainable=False, dtype=tf.int64))
+                evals_without_improvement=tf.Variable(0, trainable=False, dtype=tf.int64),
+                eval_main=task.main_metric(f"eval_{task.main.label}"),
+                evals=EvalRecord(model, task.main.higher_is_better, keep_weights=cfg.export == "best"))
     finally:
         tf_keras.mixed_precision.set_global_policy("float32")  # don't leak into later components

@@ -109,9 +109,10 @@ def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: T
 
 
 def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
-                  eval_data: tf.distribute.DistributedDataset) -> Callable[[], tuple[tf.Tensor, tf.Tensor]]:
-    """`evaluate()`: eval loss and task metric over one pass of `eval_data`."""
+                  eval_data: tf.distribute.DistributedDataset) -> Callable[[], tuple[tf.Tensor, ...]]:
+    """`evaluate()`: eval loss, task metric and (when it differs) the main metric over one pass of `eval_data`."""
     model, eval_loss, eval_acc = state.model, state.eval_loss, state.eval_acc
+    metrics = [eval_acc] + ([state.eval_main] if state.eval_main is not None else [])
 
     @tf.autograph.experimental.do_not_convert
     def eval_replica(batch):
@@ -119,13 +120,14 @@ def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
         features, labels, weights = batch
         logits = model(features, training=False)
         eval_loss.update_state(state.task.per_example_loss(labels, logits), sample_weight=weights)
-        eval_acc.update_state(labels, logits, sample_weight=weights)
+        for metric in metrics:
+            metric.update_state(labels, logits, sample_weight=weights)
 
     @tf.function
     def evaluate():
-        _reset(eval_loss, eval_acc)
+        _reset(eval_loss, *metrics)
         for batch in eval_data:
             strategy.run(eval_replica, args=(batch,))
-        return _results(eval_loss, eval_acc)
+        return _results(eval_loss, *metrics)
 
     return evaluate

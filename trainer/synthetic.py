@@ -43,12 +43,13 @@ def feature_spec(model_layout: ModelLayout) -> dict:
 
 
 def write_examples(directory: str, num_examples: int, *, shards: int = 2, seed: int = 0,
-                   model_layout: Optional[ModelLayout] = None) -> str:
+                   model_layout: Optional[ModelLayout] = None, label_noise: float = 0.0) -> str:
     """Write `num_examples` rows in `shards` files; returns their glob pattern.
 
     Each class has its own centre in the numeric features and its own favourite
     value of the first categorical feature, plus noise, so a small MLP can
-    learn it but not instantly.
+    learn it but not instantly. `label_noise`: the fraction of rows whose label is
+    then replaced by a random class, which a big model memorises (overfits) on few rows.
     """
     model_layout = model_layout or layout()
     n_dense = len(model_layout.dense)
@@ -61,6 +62,8 @@ def write_examples(directory: str, num_examples: int, *, shards: int = 2, seed: 
     for i, c in enumerate(model_layout.categorical):
         noise = rng.integers(0, c.size, num_examples)
         ids[c.name] = np.where(rng.random(num_examples) < 0.7, labels % c.size, noise) if i == 0 else noise
+    if label_noise:
+        labels = np.where(rng.random(num_examples) < label_noise, rng.integers(0, NUM_CLASSES, num_examples), labels)
 
     os.makedirs(directory, exist_ok=True)
     options = tf.io.TFRecordOptions(compression_type="GZIP")

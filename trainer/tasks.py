@@ -60,6 +60,14 @@ class Task:
     def serve(self, outputs, class_names: Optional[tf.Tensor]) -> dict:
         raise NotImplementedError
 
+    @property
+    def main(self) -> MainMetric:
+        return MAIN_METRICS[self.name]
+
+    def main_metric(self, name: str) -> Optional[tf_keras.metrics.Metric]:
+        """The Evaluator's main metric from raw outputs, when the task's own metric is not it already."""
+        return None
+
 
 class Multiclass(Task):
     name, metric_name, prediction_key = "multiclass", "accuracy", PROBABILITIES
@@ -84,6 +92,11 @@ class _LogitAccuracy(tf_keras.metrics.BinaryAccuracy):
         return super().update_state(y_true, tf.reshape(y_pred, [-1]), sample_weight)
 
 
+class _LogitAuc(tf_keras.metrics.AUC):
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(y_true, tf.reshape(y_pred, [-1]), sample_weight)
+
+
 class Binary(Task):
     name, width, metric_name, prediction_key = "binary", 1, "accuracy", PROBABILITY
 
@@ -92,6 +105,9 @@ class Binary(Task):
 
     def metric(self, name):
         return _LogitAccuracy(name, threshold=0.0)  # logit > 0 is probability > 0.5
+
+    def main_metric(self, name):
+        return _LogitAuc(name=name, from_logits=True)  # the Evaluator gates on AUC, not accuracy
 
     def serve(self, outputs, class_names):
         probability = tf.sigmoid(tf.reshape(outputs, [-1]))

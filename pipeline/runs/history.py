@@ -16,11 +16,9 @@ from typing import Optional
 from components import serving_dir
 from pipeline.config import Config
 from pipeline.runs import mlmd
-from pipeline.runs.summary import RunSummary, summarize
+from pipeline.runs.cost import TrainerCost, trainer_cost
+from pipeline.runs.summary import GATES, RunSummary, summarize
 from trainer.tasks import MAIN_METRICS, MainMetric
-
-# Components that stop a run on purpose; a failure there is a block, not a crash.
-GATES = ("DataGate", "DriftGate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +35,7 @@ class Row:
     serving: bool = False
     no_new_span: bool = False  # the Snapshot found nothing new, so nothing after it ran
     removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
+    cost: Optional[TrainerCost] = None  # the trainer's hours and estimated cost (pipeline/runs/cost.py)
 
     @property
     def outcome(self) -> str:
@@ -66,7 +65,7 @@ def main_metric(config: Config) -> MainMetric:
     return MAIN_METRICS[config.features.task if config.features is not None else "multiclass"]
 
 
-def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], metric_key: str) -> Row:
+def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], config: Config) -> Row:
     snapshot = summary.snapshots()[0][1] if summary.snapshots() else None
     gate = summary.component("DriftGate")
     accepted = ""
@@ -76,14 +75,14 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
     return Row(run_id=summary.run_id,
                spans=str(snapshot.properties.get("spans", "")) or "(flat)" if snapshot else "-",
                rows=summary.snapshot_rows, drift=_drift(summary, accepted),
-               metric=summary.metrics.get(metric_key),
+               metric=summary.metrics.get(main_metric(config).key),
                blessed=summary.blessed,
-               # A rerun whose Pusher came from cache pushed nothing itself.
-               pushed_version=None if summary.unchanged_version else summary.pushed_version,
+               pushed_version=summary.pushed_version,  # this run's own push only (summary.py)
                unchanged_version=summary.unchanged_version, stopped_by=failed, no_new_span=bool(summary.nothing_new),
                removed_debris=summary.removed_debris,
                serving=serving_version is not None and serving_version in (summary.pushed_version,
-                                                                            summary.unchanged_version))
+                                                                            summary.unchanged_version),
+               cost=trainer_cost(summary, config))
 
 
 def history(config: Config) -> list[Row]:
@@ -92,26 +91,48 @@ def history(config: Config) -> list[Row]:
         return []
     reader = mlmd.Reader.open(config.pipeline.metadata_path)
     current = serving_dir.serving(config.pipeline.serving_dir)
-    metric_key = main_metric(config).key
     return [_row(reader, summarize(config.pipeline.metadata_path, config.pipeline.name, run.name, reader),
-                 current.name if current else None, metric_key)
+                 current.name if current else None, config)
             for run in reader.runs(config.pipeline.name)]
+
+
+def cost_cells(r: Row) -> tuple[str, str]:
+    """The trainer-hours and estimated-cost cells of a row ("-" where there is no figure)."""
+    hours = r.cost.pool_hours if r.cost is not None else None
+    usd = r.cost.usd if r.cost is not None else None
+    return (f"{hours:.4f}" if hours is not None else "-"), (f"{usd:.4f}" if usd is not None else "-")
+
+
+def cost_note(rows: list[Row]) -> str:
+    """What the cost columns mean, under the table: which hours, which price (read when, from where)."""
+    costs = [r.cost for r in rows if r.cost is not None and r.cost.pool_hours is not None]
+    if not costs:
+        return "trainer h: no run trained"
+    last = costs[-1]
+    if last.where == "local":
+        return "trainer h: CPU-hours the trainer used (a local run has no worker pool); est. $: none locally"
+    if last.price is None:
+        return f"trainer h: pool-hours on preset {last.where}; est. $: no price for it in vertex.prices"
+    p = last.price
+    return (f"trainer h: pool-hours on preset {last.where}; est. $: at ${p.usd_per_hour}/h, read {p.read_on} "
+            f"from {p.source} (an estimate from a price list, not a bill)")
 
 
 def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
     if not rows:
         return "no runs yet"
     header = f"{'run':<27} {'spans':<22} {'rows':>5}  {'drift':<8} {metric_label:>8}  {'blessed':<7} " \
-             f"{'pushed':<11} {'outcome':<22} serving"
+             f"{'pushed':<11} {'outcome':<22} {'trainer h':>9} {'est. $':>8}  serving"
     lines = [header]
     for r in rows:
         acc = f"{r.metric:.4f}" if r.metric is not None else "-"
         blessed = {True: "yes", False: "NO", None: "-"}[r.blessed]
+        hours, usd = cost_cells(r)
         lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
                      f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
-                     f"{'<- serving now' if r.serving and r.pushed_version else ''}")
+                     f"{hours:>9} {usd:>8}  {'<- serving now' if r.serving and r.pushed_version else ''}")
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
-    return "\n".join(lines)
+    return "\n".join(lines + [cost_note(rows)])
 
 
 def cmd_history(config: Config) -> str:

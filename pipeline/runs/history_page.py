@@ -13,7 +13,7 @@ from typing import Optional
 import matplotlib.pyplot as plt
 
 from pipeline.config import Config, join
-from pipeline.runs.history import Row, history, main_metric
+from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric
 from pipeline.runs.report import _PAGE, HISTORY_FILE, _e, _img, _section, _table
 
 
@@ -21,34 +21,44 @@ def history_path(config: Config) -> str:
     return join(config.pipeline.root_uri, "runs", HISTORY_FILE)
 
 
-def _plot(rows: list[Row], label: str) -> str:
+def _plot(rows: list[Row], metric_label: str) -> str:
+    return _img(history_figure(rows, metric_label), f"eval {metric_label} over runs")
+
+
+def history_figure(rows: list[Row], metric_label: str):
+    """The task's main eval metric per run, each run's outcome marked (blocked runs on the run axis)."""
     fig, ax = plt.subplots(figsize=(9, 3.2))
     xs = list(range(1, len(rows) + 1))
-    ax.plot([x for x, r in zip(xs, rows) if r.metric is not None],
-            [r.metric for r in rows if r.metric is not None], color="#2e86c1", label=f"eval {label}")
+    scored = [(x, r) for x, r in zip(xs, rows) if r.metric is not None]
+    ax.plot([x for x, _ in scored], [r.metric for _, r in scored], color="#2e86c1", label=f"eval {metric_label}")
     marks = (("pushed", "^", "#1e8449", lambda r: r.pushed_version),
-             ("nothing new / not blessed", "o", "#b9770e", lambda r: not r.pushed_version and r.metric is not None),
-             ("blocked by a gate", "x", "#b03a2e", lambda r: r.outcome.startswith("blocked")))
-    low = min([r.metric for r in rows if r.metric is not None], default=1.0)
-    for label, marker, color, pick in marks:
-        chosen = [(x, r) for x, r in zip(xs, rows) if pick(r)]
+             ("nothing new / not blessed", "o", "#b9770e", lambda r: not r.pushed_version))
+    for name, marker, color, pick in marks:
+        chosen = [(x, r) for x, r in scored if pick(r)]
         if chosen:
-            ax.scatter([x for x, _ in chosen], [r.metric if r.metric is not None else low for _, r in chosen],
-                       marker=marker, color=color, s=70, label=label, zorder=3)
+            ax.scatter([x for x, _ in chosen], [r.metric for _, r in chosen],
+                       marker=marker, color=color, s=70, label=name, zorder=3)
+    # A blocked run has no metric: mark it on the run axis, not at a made-up height on the metric's.
+    blocked = [x for x, r in zip(xs, rows) if r.outcome.startswith("blocked")]
+    if blocked:
+        ax.scatter(blocked, [0.03] * len(blocked), transform=ax.get_xaxis_transform(), marker="x",
+                   color="#b03a2e", s=70, label="blocked by a gate (no metric)", zorder=3, clip_on=False)
     ax.set_xlabel("run")
-    ax.set_ylabel(f"eval {label}")
+    ax.set_ylabel(f"eval {metric_label}")
     ax.set_xticks(xs)
-    ax.legend(loc="lower left", fontsize=8)
-    return _img(fig, f"eval {label} over runs")
+    ax.legend(loc="best", fontsize=8)
+    return fig
 
 
 def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy") -> str:
-    table = _table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "serving now"],
+    table = _table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "trainer h",
+                    "est. $", "serving now"],
                    [[i, r.run_id, r.spans, r.rows if r.rows is not None else "-", r.drift,
                      f"{r.metric:.4f}" if r.metric is not None else "-",
                      {True: "yes", False: "NO", None: "-"}[r.blessed], r.pushed_version or "-", r.outcome,
-                     "yes" if r.serving and r.pushed_version else ""] for i, r in enumerate(rows, 1)])
-    body = _section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table)
+                     *cost_cells(r), "yes" if r.serving and r.pushed_version else ""] for i, r in enumerate(rows, 1)])
+    body = _section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
+                    + (f"<p class=dim>{_e(cost_note(rows))}</p>" if rows else ""))
     return _PAGE.format(title=_e(f"{pipeline_name}: history of runs"), body=body)
 
 

@@ -25,7 +25,8 @@ import tensorflow as tf  # noqa: E402
 from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 
 from pipeline.config import Config, join  # noqa: E402
-from pipeline.runs.summary import RunSummary, summarize  # noqa: E402
+from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
+from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
 
 REPORT_FILE = "report.html"
 # Beside the runs' directories: <root>/runs/history.html (history_page.py).
@@ -50,13 +51,13 @@ def write_report(config: Config, run_id: Optional[str] = None, summary: Optional
     out_dir = run_dir(config, summary.run_id)
     os.makedirs(out_dir, exist_ok=True)
     path = join(out_dir, REPORT_FILE)
-    Path(path).write_text(render(summary, config.pipeline.name))
+    Path(path).write_text(render(summary, config.pipeline.name, trainer_cost(summary, config)))
     return path
 
 
-def render(summary: RunSummary, pipeline_name: str) -> str:
+def render(summary: RunSummary, pipeline_name: str, cost: Optional[TrainerCost] = None) -> str:
     sections = [
-        _overview(summary, pipeline_name),
+        _overview(summary, pipeline_name, cost),
         _components(summary),
         _data(summary),
         _training(summary),
@@ -68,14 +69,16 @@ def render(summary: RunSummary, pipeline_name: str) -> str:
 
 # -- sections ---------------------------------------------------------------
 
-def _overview(s: RunSummary, pipeline_name: str) -> str:
+def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) -> str:
     failed = [c.name for c in s.components if c.state == "failed"]
-    status = f"failed in {', '.join(failed)}" if failed else s.nothing_new or "complete"
+    status = (f"{'blocked' if set(failed) & set(GATES) else 'failed'} in {', '.join(failed)}" if failed
+              else s.nothing_new or "complete")
+    # The summary's own words: a run that pushed nothing says so, even when an earlier push is serving.
     rows = [("pipeline", pipeline_name), ("run", s.run_id), ("status", status),
             ("blessed", {True: "yes", False: "NO", None: "not evaluated"}[s.blessed]),
-            ("pushed model", s.pushed_path or "nothing pushed (the serving model, if any, is unchanged)")]
-    if s.pushed_version:
-        rows.append(("pushed version", s.pushed_version))
+            ("pushed", push_outcome(s))]
+    if cost is not None:
+        rows.append(("training cost", cost.describe()))
     return _section("overview", "Run", _table(("", ""), rows)
                     # Text, not a link: the report stays self-contained (no href outside itself).
                     + f"<p class=dim>History of all runs on this root: ../{HISTORY_FILE}</p>")
@@ -157,12 +160,22 @@ def _training(s: RunSummary) -> str:
             if key in scalars:
                 steps, values = zip(*scalars[key])
                 ax.plot(steps, values, style, label=key, markersize=4)
+        if s.exported is not None:
+            ax.axvline(s.exported.step, color="#1e8449", linestyle="--", label=f"exported (step {s.exported.step})")
         ax.set_xlabel("step")
         ax.set_title(label)
         ax.legend()
         ax.grid(alpha=0.3)
     rows = [(k, f"{v[-1][1]:.4g}", str(v[-1][0])) for k, v in sorted(scalars.items())]
-    return _section("training", "Training", _img(fig, "training curves")
+    if s.trainer is None:
+        exported = "<p>The Trainer recorded no export choice or input check (trainer/outcome.py).</p>"
+    else:
+        check = s.trainer.input
+        exported = (f"<p><b>Exported</b> {_e(s.trainer.export.describe())}</p>"
+                    + (f'<p class="{"bad" if check.advice else "ok"}"><b>Input</b>: {_e(check.describe())}</p>'
+                       if check else "<p><b>Input</b>: not measured (trainer.check_input off, "
+                                     "or no training step ran)</p>"))
+    return _section("training", "Training", exported + _img(fig, "training curves")
                     + "<h3>Last values</h3>" + _table(("scalar", "value", "at step"), rows)
                     + f"<p class=dim>from {_e(model_run.uri)}</p>")
 
@@ -206,8 +219,7 @@ def _evaluation(s: RunSummary) -> str:
     else:
         reasons = "".join(f"<li>{_e(f)}</li>" for f in s.validation_failures) or "<li>no reason recorded</li>"
         verdict = f'<p class="bad"><b>Not blessed</b>, so nothing was pushed:</p><ul>{reasons}</ul>'
-    pushed = (f"<p>Pushed model: <code>{_e(s.pushed_path)}</code></p>" if s.pushed_path
-              else "<p>Pushed model: nothing pushed.</p>")
+    pushed = f"<p>Pushed by this run: {_e(push_outcome(s))}</p>"
     return _section("evaluation", "Evaluation and blessing", table + verdict + pushed)
 
 

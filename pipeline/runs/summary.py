@@ -19,8 +19,12 @@ from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import ArtifactInfo
 from pipeline.runs.retraining import nothing_new
+from trainer import outcome
+from trainer.outcome import ExportChoice, Outcome
 from trainer.tasks import MAIN_METRICS, MainMetric
 
+# Components that stop a run on purpose; a failure there is a block, not a crash.
+GATES = ("DataGate", "DriftGate")
 # The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
 ACCURACY = MAIN_METRICS["multiclass"].key
 
@@ -42,6 +46,7 @@ class RunSummary:
     baseline_metrics: dict[str, float]  # the serving model's, empty when nothing served
     blessed: Optional[bool]
     validation_failures: list[str]
+    # What THIS run pushed; None when it pushed nothing, even if an earlier run's push is serving.
     pushed_path: Optional[str]
     pushed_version: Optional[str]
     # Every component's output artifacts, for the run report and lineage.
@@ -65,6 +70,13 @@ class RunSummary:
     waiting_spans: tuple[str, ...] = ()
     # Spans the serving version was trained on whose files changed since: why this run is new.
     changed_spans: tuple[str, ...] = ()
+    # What the Trainer recorded (trainer/outcome.py): the exported step and its eval metric, the
+    # input-bound diagnosis, its time; None when the Trainer did not run or wrote no record.
+    trainer: Optional[Outcome] = None
+
+    @property
+    def exported(self) -> Optional[ExportChoice]:
+        return self.trainer.export if self.trainer else None
 
     def component(self, name: str) -> Optional[ComponentRun]:
         return next((c for c in self.components if c.name == name), None)
@@ -128,21 +140,25 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.waiting_spans = tuple(s for s in str(properties.get(WAITING_SPANS, "")).split(",") if s)
         found = newness.from_properties(properties)
         summary.changed_spans = found.changed_spans if found is not None else ()
+    model_run = summary.output("Trainer", "ModelRun")
+    if model_run is not None:
+        summary.trainer = outcome.read(model_run.uri)
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
     if anomalies is not None:
         summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
     pushed = summary.output("Pusher", "PushedModel")
-    if pushed is not None and pushed.properties.get("pushed") == 1:
-        summary.pushed_path = pushed.properties.get("pushed_destination")
-        summary.pushed_version = pushed.properties.get("pushed_version")
-    pusher = summary.component("Pusher")
-    if pushed is not None and pusher.state != "cached":
+    if pushed is not None and summary.component("Pusher").state != "cached":
         summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
-    if pushed is not None and pushed.properties.get("pushed") == 1 and pusher.state == "cached":
-        # A Pusher served from cache: its output is the push of an earlier run, so this run pushed
-        # nothing and that version still holds the candidate.
-        summary.unchanged_version = summary.pushed_version
-    elif pushed is not None and pushed.properties.get("pushed") != 1:
+    if pushed is not None and pushed.properties.get("pushed") == 1:
+        pusher = summary.component("Pusher")
+        if pusher.state == "cached":
+            # A rerun with nothing changed: the Pusher's output is the push of an earlier run, so this
+            # run pushed nothing and that version still holds the candidate.
+            summary.unchanged_version = pushed.properties.get("pushed_version")
+        else:
+            summary.pushed_path = pushed.properties.get("pushed_destination")
+            summary.pushed_version = pushed.properties.get("pushed_version")
+    elif pushed is not None:
         summary.unchanged_version = pushed.properties.get(UNCHANGED_VERSION)
     return summary
 
@@ -200,6 +216,10 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
+    if summary.trainer is not None:
+        lines.append(f"trained: exported {summary.trainer.export.describe()}")
+        lines.append(f"input: {summary.trainer.input.describe()}" if summary.trainer.input
+                     else "input: not measured (trainer.check_input off, or no training step ran)")
     metric = _gated_metric(summary, config)
     if metric is not None and metric.key in summary.metrics:
         lines.append(_metric_line(summary, metric))
@@ -207,21 +227,28 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in summary.validation_failures)
-    if summary.nothing_new:
-        lines.append(f"pushed: nothing: {summary.nothing_new}")
-    elif summary.unchanged_version:
-        lines.append(f"pushed: nothing new: the candidate is the model serving now (version "
-                     f"{summary.unchanged_version}), so it was not pushed again")
-    elif summary.pushed_path:
-        lines.append(f"pushed: {summary.pushed_path} (version {summary.pushed_version})")
-    else:
-        lines.append("pushed: nothing (the model serving now, if any, is unchanged)")
+    lines.append(f"pushed: {push_outcome(summary)}")
     lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
     lines.append(f"metadata:  {config.pipeline.metadata_path}")
     if log_file:
         lines.append(f"log:       {log_file}")
     return "\n".join(lines)
+
+
+def push_outcome(summary: RunSummary) -> str:
+    """What this run pushed, in the words the summary, the report and `history` share."""
+    if summary.nothing_new:
+        return f"nothing: {summary.nothing_new}"
+    if summary.unchanged_version:
+        return (f"nothing new: the candidate is the model serving now (version {summary.unchanged_version}), "
+                "so it was not pushed again")
+    if summary.pushed_path:
+        return f"{summary.pushed_path} (version {summary.pushed_version})"
+    stopped = next((c.name for c in summary.components if c.state == "failed"), None)
+    why = (f"{'blocked by' if stopped in GATES else 'the run failed in'} {stopped}" if stopped
+           else "not blessed" if summary.blessed is False else "")
+    return f"nothing{f', {why}' if why else ''} (the model serving now, if any, is unchanged)"
 
 
 def _gated_metric(summary: RunSummary, config: Config) -> Optional[MainMetric]:

@@ -8,6 +8,7 @@ embeds these sections as `vertex` and `dataflow`.
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Annotated, Any, Optional
 
@@ -107,6 +108,20 @@ _IMAGE_NEEDED = {
 }
 
 
+class Price(Section):
+    """What one replica of a worker-pool preset costs per hour, as read from a price list: never measured."""
+    usd_per_hour: float = Field(gt=0)
+    read_on: datetime.date  # when the figure was read: prices change
+    source: str  # where: the page (https://...) the figure was read from
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if not v.startswith("https://") or any(c.isspace() for c in v):
+            raise ValueError(f"{v!r} is not the https:// address of the page the price was read from")
+        return v
+
+
 class VertexSection(Section):
     """Where and as whom the pipeline runs on Vertex AI Pipelines. No credentials here:
     the client uses Application Default Credentials."""
@@ -124,6 +139,10 @@ class VertexSection(Section):
     # Runtime parameter values passed to PipelineJob; names must exist in the compiled spec.
     parameter_values: dict[str, Any] = {}
     worker_pool: WorkerPoolSection = WorkerPoolSection()
+    # Hourly price of one replica of each preset (machine and accelerators), for the estimated cost of a
+    # run's training (pipeline/runs/cost.py). Read them for your region from cloud.google.com/vertex-ai/pricing;
+    # a preset without one gets no cost estimate.
+    prices: dict[PresetName, Price] = {}
 
     @field_validator("labels")
     @classmethod

@@ -1,0 +1,86 @@
+"""The input pipeline's tf.data fixes change its speed, never its data; and the input-bound diagnosis."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer import synthetic
+from trainer.data import TUNED, UNTUNED, InputOptions, record_dataset_fn
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> str:
+    return synthetic.write_examples(str(tmp_path_factory.mktemp("input")), 300, shards=3, seed=5)
+
+
+def _dataset(files: str, options: InputOptions, training: bool, ctx: tf.distribute.InputContext):
+    layout = synthetic.layout()
+    return record_dataset_fn(files, synthetic.feature_spec(layout), 32, label=layout.label, training=training,
+                             seed=3, options=options)(ctx)
+
+
+def _read(ds: tf.data.Dataset, training: bool, n: int = 12) -> list:
+    return [tf.nest.map_structure(lambda t: t.numpy(), b) for b in (ds.take(n) if training else ds)]
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("pipelines", [1, 2, 4], ids=["one-pipeline", "by-file", "by-record"])
+def test_tuned_input_yields_exactly_the_untuned_batches(files, training, pipelines):
+    ctx = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=pipelines - 1,
+                                     num_replicas_in_sync=pipelines)
+    ds = _dataset(files, TUNED, training, ctx)
+    tuned, untuned = _read(ds, training), _read(_dataset(files, UNTUNED, training, ctx), training)
+    assert len(tuned) == len(untuned) > 0
+    for a, b in zip(tuned, untuned):
+        tf.nest.map_structure(np.testing.assert_array_equal, a, b)
+    if not training:  # every evaluation reads the same dataset again: from the cache, the same batches
+        tf.nest.map_structure(np.testing.assert_array_equal, _read(ds, training), tuned)
+
+
+def _slow(dataset_fn, seconds: float):
+    """dataset_fn whose every batch takes at least `seconds` more to make."""
+    def slowed(ctx):
+        def wait(*batch):
+            tf.py_function(lambda: time.sleep(seconds), [], [])
+            return batch
+        return dataset_fn(ctx).map(wait)
+    return slowed
+
+
+def test_the_check_finds_input_that_cannot_feed_training(files):
+    from trainer.config import TrainerConfig
+    from trainer.input_check import check_input
+
+    layout = synthetic.layout()
+    cfg = TrainerConfig(train_steps=100, steps_per_execution=2, global_batch_size=32)
+    fn = record_dataset_fn(files, synthetic.feature_spec(layout), 32, label=layout.label, training=True)
+    strategy = tf.distribute.get_strategy()
+    # 20 ms a batch: about 1,600 examples/s (a little more: prefetch fills its buffer while the first
+    # call is timed out), against training said to run at 10,000.
+    slow = check_input(strategy, cfg, strategy.distribute_datasets_from_function(_slow(fn, 0.02)),
+                       train_examples_per_second=10_000, loop_seconds=10.0)
+    assert slow.input_examples_per_second < 2_500 and slow.ratio < 0.25
+    assert slow.verdict == "input-bound" and "trainer.global_batch_size" in slow.advice
+    assert slow.steps == 8 and 0 < slow.seconds and slow.overhead == pytest.approx(slow.seconds / 10.0)
+    # The real pipeline against training at 1 example/s: far from input-bound, and no advice.
+    fast = check_input(strategy, cfg, strategy.distribute_datasets_from_function(fn),
+                       train_examples_per_second=1.0, loop_seconds=10.0)
+    assert fast.verdict == "not input-bound" and not fast.advice and fast.ratio > 100
+
+
+def test_verdicts_name_the_knob():
+    from trainer.config import TrainerConfig
+    from trainer.input_check import HEADROOM_BELOW, INPUT_BOUND_BELOW, verdict
+
+    small = TrainerConfig(global_batch_size=32)
+    assert verdict(INPUT_BOUND_BELOW - 0.01, small, 1)[0] == "input-bound"
+    assert verdict(INPUT_BOUND_BELOW, small, 1)[0] == "little headroom"
+    assert verdict(HEADROOM_BELOW, small, 1) == ("not input-bound", "")
+    big = TrainerConfig(global_batch_size=4096)
+    assert "vertex.worker_pool.machine_type" in verdict(1.0, big, 8)[1]
+    assert "512 examples per replica batch" not in verdict(1.0, big, 8)[1]
+    assert "32 examples per replica batch" in verdict(1.0, small, 1)[1]
