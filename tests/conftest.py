@@ -144,12 +144,15 @@ def gcs_bucket(gcs_emulator) -> GcsBucket:
 # `make test` runs two pytest-xdist workers (`--dist loadscope --no-loadscope-reorder`) and
 # hands them groups of tests: a module is a group (its module fixtures are made once), and the
 # modules whose tests use finished_run (directly or through pipeline_run, safety_run,
-# rejected_run) are one group, so each shared run is still made once, on one worker. The two
-# longest groups are handed out first, one to each worker.
+# rejected_run) are one group, so each shared run is still made once, on one worker. The longest
+# groups are handed out first (xdist gives each worker one, then a second), paired so the two
+# workers start with about the same work: the Vertex dry runs and a schedule's dry runs on one,
+# the shared runs and the Kubeflow dry runs on the other (durations in docs/performance.md).
 SHARED_RUN_MODULES = ("tests/test_baseline.py", "tests/test_determinism.py", "tests/test_gates.py",
                       "tests/test_lineage.py", "tests/test_pipeline_e2e.py", "tests/test_report.py")
 SHARED_RUNS_GROUP = "shared-runs"
-FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP)
+FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP, "tests/test_dryrun_conditions.py",
+                "tests/test_dryrun_kubeflow.py")
 # The modules that read the compiled Kubeflow package (tests/kubeflow_support.compiled_package,
 # one compile per process) are one group too, so it is compiled once.
 KUBEFLOW_PACKAGE_MODULES = ("tests/test_kubeflow_compile.py", "tests/test_kubeflow_jobs.py",
