@@ -6,8 +6,20 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+
+
+@dataclass
+class Request:
+    """One request a fake received, as its tests read it back."""
+    method: str
+    path: str
+    query: dict
+    body: dict
+    headers: dict = field(default_factory=dict)
+
 
 _STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
            500: "INTERNAL"}

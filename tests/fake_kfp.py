@@ -43,7 +43,7 @@ from typing import Optional
 
 import kfp_server_api
 
-from tests.fake_http import JsonServer
+from tests.fake_http import JsonServer, Request
 
 _NOW = "2026-12-01T08:00:00Z"
 _API = "/apis/v2beta1"
@@ -58,14 +58,6 @@ _CRON_NAMES = {4: ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP"
 class BadRequest(Exception):
     pass
 
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict
-    body: dict
-    headers: dict
 
 
 @dataclass

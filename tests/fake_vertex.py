@@ -11,18 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tests.fake_http import JsonServer
+from tests.fake_http import JsonServer, Request
 
 _PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
 _NOW = "2026-11-30T08:00:00Z"
 
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    query: dict
-    body: dict
 
 
 @dataclass

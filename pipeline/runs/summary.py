@@ -147,11 +147,11 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     if anomalies is not None:
         summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
     pushed = summary.output("Pusher", "PushedModel")
-    if pushed is not None and summary.component("Pusher").state != "cached":
+    pusher_cached = pushed is not None and summary.component("Pusher").state == "cached"
+    if pushed is not None and not pusher_cached:
         summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
     if pushed is not None and pushed.properties.get("pushed") == 1:
-        pusher = summary.component("Pusher")
-        if pusher.state == "cached":
+        if pusher_cached:
             # A rerun with nothing changed: the Pusher's output is the push of an earlier run, so this
             # run pushed nothing and that version still holds the candidate.
             summary.unchanged_version = pushed.properties.get("pushed_version")
