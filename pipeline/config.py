@@ -127,6 +127,7 @@ class DataSection(Section):
 
 
 LOCAL_BEAM_RUNNER = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
+REQUIREMENTS_FILE = "requirements.lock"  # in the repo root and in the image's WORKDIR (infra/docker)
 
 
 class BeamSection(Section):
@@ -145,10 +146,12 @@ class BeamSection(Section):
         # Naming the workers' requirements (the venv this process runs in was
         # built from the lock) stops TFX from building a throwaway tfx sdist
         # for them before every Beam component (~1 s each); local runners
-        # never stage it.
+        # never stage it, so it is never read. A name, not this checkout's path:
+        # compiled into a Vertex or Kubeflow spec, a path would be the compiling
+        # machine's (absent in the image) and part of every Beam task's cache key.
         return [
             f"--runner={LOCAL_BEAM_RUNNER}",
-            f"--requirements_file={REPO_ROOT / 'requirements.lock'}",
+            f"--requirements_file={REQUIREMENTS_FILE}",
             f"--direct_running_mode={self.direct_running_mode}",
             f"--direct_num_workers={self.direct_num_workers}",
             # Construction-time checks of TFX's and TFT's own Beam graphs (a few

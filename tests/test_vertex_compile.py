@@ -206,6 +206,15 @@ def test_dataflow_disabled_keeps_beam_in_the_step_container():
     assert not any("Dataflow" in a for a in beam_pipeline_args(config))
 
 
+def test_the_compiled_spec_names_no_path_of_the_compiling_checkout():
+    # A path of this machine would be absent in the image and part of every Beam task's cache key.
+    from pipeline.config import REPO_ROOT
+
+    text = compiled_template("dataflow.enabled=false").read_text()
+    assert str(REPO_ROOT) not in text
+    assert "--requirements_file=requirements.lock" in text
+
+
 def test_dataflow_options_reach_the_args():
     args = beam_pipeline_args(vertex_config(
         "dataflow.use_public_ips=true", "dataflow.subnetwork=regions/us-central1/subnetworks/private",
