@@ -98,7 +98,7 @@ def _add_vertex_commands(sub) -> None:
     preflight.add_argument("--spec", metavar="FILE", help="check this compiled spec (what `compile` wrote) "
                            "instead of compiling the config to --output")
     for p in (submit, schedule):
-        p.add_argument("--package", metavar="FILE", help="send this spec compiled earlier instead of compiling "
+        p.add_argument("--spec", metavar="FILE", help="send this spec compiled earlier instead of compiling "
                        "(pipeline.target kubeflow)")
     for p in (preflight, submit, schedule):
         p.add_argument("--preflight-endpoint", metavar="URL",
@@ -117,8 +117,8 @@ def _target_command(name: str, config, args):
     if config.pipeline.target == "kubeflow":
         from pipeline.kubeflow import compile, preflight, schedules, submit
     else:
-        if getattr(args, "package", None):
-            raise ConfigError("--package is for pipeline.target kubeflow; Vertex submits what it compiles")
+        if name in ("submit", "schedule") and getattr(args, "spec", None):
+            raise ConfigError(f"{name} --spec is for pipeline.target kubeflow; Vertex submits what it compiles")
         from pipeline.vertex import compile, preflight, schedules, submit
     if getattr(args, "output", "") is None:
         args.output = compile.DEFAULT_OUTPUT

@@ -34,7 +34,7 @@ def kfp(monkeypatch, tmp_path):
     url = fake.start()
     args = ["--config", KUBEFLOW_YAML, "--set", f"kubeflow.host={url}", "--set", f"pipeline.root=gs://{BUCKET}/root",
             "--skip-preflight"]
-    yield fake, args, ["--package", str(compiled_package())]
+    yield fake, args, ["--spec", str(compiled_package())]
     fake.stop()
 
 
@@ -80,7 +80,7 @@ def test_the_server_refuses_a_spec_that_is_not_2_1(kfp, capsys, tmp_path):
     spec = yaml.safe_load(compiled_package().read_text())
     old = tmp_path / "old.yaml"
     old.write_text(yaml.safe_dump({**spec, "schemaVersion": "2.0.0"}))
-    code, _, err = run(capsys, "submit", *args, "--package", str(old))
+    code, _, err = run(capsys, "submit", *args, "--spec", str(old))
     assert code == EXIT_FAILED
     assert "creating the run: HTTP 400: KFP only supports schema version 2.1.0" in err
     assert fake.runs == {}
@@ -204,6 +204,16 @@ def test_vertex_only_flags_are_refused(kfp, capsys):
                            (["--job-id", "x"], "--job-id is for Vertex AI")):
         code, _, err = run(capsys, "submit", *args, *package, *flags)
         assert code == EXIT_BAD_CONFIG and message in err
+    assert fake.requests == []
+
+
+def test_a_spec_the_command_would_not_use_is_refused_not_ignored(kfp, capsys):
+    fake, args, package = kfp
+    code, _, err = run(capsys, "preflight", *[a for a in args if a != "--skip-preflight"], *package)
+    assert code == EXIT_BAD_CONFIG and "dryrun --backend kubeflow --spec FILE" in err
+    vertex = ["--config", "configs/vertex.yaml", "--skip-preflight"]
+    code, _, err = run(capsys, "submit", *vertex, *package)
+    assert code == EXIT_BAD_CONFIG and "submit --spec is for pipeline.target kubeflow" in err
     assert fake.requests == []
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from pipeline.config import Config
-from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed
+from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError
 from pipeline.kubeflow.client import KubeflowError, check_server, read_token
 from pipeline.vertex import images
 from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _short, report, stop_if_failed
@@ -85,4 +85,9 @@ def ensure(config: Config, skip: bool = False, endpoint: Optional[str] = None) -
 
 
 def cmd_preflight(config: Config, args) -> int:
+    if getattr(args, "spec", None):
+        # Silently ignoring it would look like the spec passed.
+        raise ConfigError("preflight --spec: the Kubeflow preflight checks the cluster, the bucket and the image, "
+                          "not a spec; `python -m pipeline dryrun --backend kubeflow --spec FILE` checks a spec "
+                          "against the open-source backend's rules")
     return EXIT_FAILED if report(run(config, args.preflight_endpoint)) else EXIT_OK

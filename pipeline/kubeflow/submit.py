@@ -1,5 +1,5 @@
 """`python -m pipeline submit` with `pipeline.target: kubeflow`: compile (compile.py) or take a
-package compiled earlier (--package), then create a run of it on the KFP API server through
+package compiled earlier (--spec), then create a run of it on the KFP API server through
 kfp.Client, filed under the configured experiment, and optionally follow it to the end."""
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ class Submitted:
 
 
 def package_for(config: Config, args) -> Path:
-    """--package FILE (a spec compiled earlier, sent as is), else a fresh compile to -o."""
+    """--spec FILE (a spec compiled earlier, sent as is), else a fresh compile to -o."""
     if getattr(args, "api_endpoint", None):
         raise ConfigError("--api-endpoint is for Vertex AI; with pipeline.target kubeflow the API server is "
                           "kubeflow.host")
-    if getattr(args, "package", None):
-        package = Path(args.package)
+    if getattr(args, "spec", None):
+        package = Path(args.spec)
         if not package.is_file() or package.suffix not in (".yaml", ".yml"):
-            raise ConfigError(f"--package {args.package!r}: expected a compiled pipeline .yaml (`compile` writes one)")
+            raise ConfigError(f"--spec {args.spec!r}: expected a compiled pipeline .yaml (`compile` writes one)")
         return package
     from pipeline.kubeflow.compile import compile_pipeline
 
