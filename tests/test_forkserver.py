@@ -113,7 +113,7 @@ def test_an_environment_difference_read_at_import_gets_a_fresh_process(tasks):
     request = {"argv": [sys.executable, "-m", "m"], "cwd": str(tmp_path), "env": {**env, "AIP_MODEL_DIR": "/x"}}
     assert forkserver.why_fresh(request, env, str(tmp_path), set()) is None
     assert "AIP_MODEL_DIR (read at import by google.cloud.aiplatform.training_utils" in forkserver.why_fresh(
-        request, env, str(tmp_path), {"google.cloud.aiplatform.training_utils"})
+        request, env, str(tmp_path), {"google.cloud.aiplatform.training_utils.environment_variables"})
     assert "cwd" in forkserver.why_fresh({**request, "cwd": "/"}, env, str(tmp_path), set())
 
 

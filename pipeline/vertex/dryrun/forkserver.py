@@ -72,17 +72,18 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 # Variables a request may carry with another value than the server's, because they are read when used,
-# not when a module is imported; with the modules that read them at import (then the server must not
-# have loaded them). Name, or prefix ending in "_".
+# not when a module is imported; with the modules that do read them at import (the server must not have
+# loaded those). Checked by grepping site-packages for module-level reads. All else fails closed.
+_AIPLATFORM_ENV = ("google.cloud.aiplatform.training_utils.environment_variables",)  # module constants
 RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
-    # Vertex's replica variables (workers.py). CLUSTER_SPEC: trainer/strategy.py _tf_config, TFX's tuner
-    # executor, both when called. TF_CONFIG: TFConfigClusterResolver reads os.environ when resolving.
+    # What workers.py sets per replica. CLUSTER_SPEC: trainer/strategy.py _tf_config and TFX's tuner
+    # executor read it when called; TF_CONFIG (strategy.py sets it from CLUSTER_SPEC): TF's
+    # TFConfigClusterResolver reads os.environ when it resolves.
     "CLUSTER_SPEC": (),
     "TF_CONFIG": (),
-    # AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR: nothing of ours reads them;
-    # aiplatform's training_utils reads them at import (module constants).
-    "AIP_": ("google.cloud.aiplatform.training_utils.environment_variables",
-             "google.cloud.aiplatform.training_utils"),
+    "AIP_MODEL_DIR": _AIPLATFORM_ENV,
+    "AIP_CHECKPOINT_DIR": _AIPLATFORM_ENV,
+    "AIP_TENSORBOARD_LOG_DIR": _AIPLATFORM_ENV,
 }
 # The one thread a preload may leave running besides the main one (see the module docstring).
 FORK_SAFE_THREADS = ("jemalloc_bg_thd",)
@@ -387,11 +388,10 @@ def why_fresh(request: dict, start_env: dict[str, str], cwd: str, loaded) -> Opt
     differing = sorted(k for k in set(env) | set(start_env) if env.get(k) != start_env.get(k))
     unsafe = []
     for key in differing:
-        rule = next((r for r in RUN_TIME_ENV if key == r or (r.endswith("_") and key.startswith(r))), None)
-        if rule is None:
+        if key not in RUN_TIME_ENV:
             unsafe.append(key)
-        elif any(m in loaded for m in RUN_TIME_ENV[rule]):
-            unsafe.append(f"{key} (read at import by {', '.join(m for m in RUN_TIME_ENV[rule] if m in loaded)})")
+        elif any(m in loaded for m in RUN_TIME_ENV[key]):
+            unsafe.append(f"{key} (read at import by {', '.join(m for m in RUN_TIME_ENV[key] if m in loaded)})")
     if unsafe:
         return f"its environment differs from the fork server's in {', '.join(unsafe)}, which may be read at import"
     return None
