@@ -33,7 +33,8 @@ elif what == "sleep":
     time.sleep(120)
 """
 
-_STARTS_A_THREAD = "import threading\nthreading.Thread(target=threading.Event().wait, name='lingering', daemon=True).start()\n"
+_STARTS_A_THREAD = ("import threading\n"
+                    "threading.Thread(target=threading.Event().wait, name='lingering', daemon=True).start()\n")
 
 
 @pytest.fixture
@@ -166,3 +167,77 @@ def test_the_real_preload_of_a_tfx_task_passes_the_checks_and_xla_flags_apply_in
     assert seen["modules"] > 3000  # TF, Beam and TFX came with the fork
     # XLA reads XLA_FLAGS when it first compiles, in the child: the dump is there.
     assert any(dump.iterdir())
+
+
+_PARENT = """
+import sys, time
+from pathlib import Path
+from pipeline.vertex.dryrun import forkserver
+tmp = Path(sys.argv[1])
+server = forkserver.Server(["json"], tmp / "forkserver.log", sys.stderr)
+env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": sys.argv[2]}
+with open(tmp / "task.log", "a") as out:
+    child = server.spawn([sys.executable, "-m", "probe_task", "sleep"], env, tmp, out)
+print(server.process.pid, child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_the_server_and_its_tasks_end_when_the_dry_run_is_killed(tasks):
+    tmp_path, env = tasks
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path), env["PYTHONPATH"]],
+                              stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    server_pid, task_pid = map(int, parent.stdout.readline().split())
+    assert _running(server_pid) and _running(task_pid)
+    parent.kill()  # no clean-up code of the dry run runs
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while (_running(server_pid) or Path(f"/proc/{task_pid}").exists()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(server_pid)
+    assert not Path(f"/proc/{task_pid}").exists()  # stopped and reaped by the server, not left a zombie
+
+
+_DIALS = """
+import grpc, sys
+try:
+    grpc.channel_ready_future(grpc.insecure_channel("example.invalid:443")).result(timeout=3)
+except grpc.FutureTimeoutError:
+    pass
+"""
+
+
+def test_grpc_reads_grpc_proxy_in_the_forked_task_not_at_import(tasks):
+    """Why grpc_proxy (each run's emulator has its own port) is in RUN_TIME_ENV."""
+    import socket
+
+    tmp_path, env = tasks
+    (tmp_path / "dials.py").write_text(_DIALS)
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen()
+        proxy.settimeout(30)
+        server = _server(tmp_path, ["grpc"])
+        try:
+            with open(tmp_path / "first.log", "a") as out:  # the server starts with another proxy
+                first = server.spawn([sys.executable, "-m", "probe_task", "show"],
+                                     {**env, "grpc_proxy": "http://127.0.0.1:9"}, tmp_path, out)
+            with open(tmp_path / "dials.log", "a") as out:
+                dials = server.spawn([sys.executable, "-m", "dials"],
+                                     {**env, "grpc_proxy": f"http://127.0.0.1:{proxy.getsockname()[1]}"}, tmp_path,
+                                     out)
+            assert isinstance(dials, forkserver.ForkedProcess)
+            connection, _ = proxy.accept()
+            with connection:
+                assert connection.recv(200).startswith(b"CONNECT example.invalid:443")
+            assert first.wait(timeout=30) == 0 and dials.wait(timeout=30) == 0
+        finally:
+            server.close()

@@ -81,6 +81,9 @@ RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
     # TFConfigClusterResolver reads os.environ when it resolves.
     "CLUSTER_SPEC": (),
     "TF_CONFIG": (),
+    # Each run's Vertex emulator (customjob.py) has its own port. gRPC's core reads it when it creates a
+    # channel (http_proxy_mapper; grpc doc/environment_variables.md), tested in test_forkserver.py.
+    "grpc_proxy": (),
     "AIP_MODEL_DIR": _AIPLATFORM_ENV,
     "AIP_CHECKPOINT_DIR": _AIPLATFORM_ENV,
     "AIP_TENSORBOARD_LOG_DIR": _AIPLATFORM_ENV,
