@@ -174,7 +174,7 @@ class Server:
         self._sock: Optional[socket.socket] = None
         self._start_lock, self._send_lock = threading.Lock(), threading.Lock()
         self._hello = threading.Event()
-        self._replies: dict[int, list] = {}
+        self._replies: dict[int, dict] = {}
         self._reply_ready = threading.Condition()
         self._children: dict[int, ForkedProcess] = {}
         self._said: set[str] = set()
@@ -244,7 +244,8 @@ class Server:
         self._sock = ours
         # The environment it was given, before the interpreter's start (e.g. PEP 538's LC_CTYPE) and the imports
         # changed it: what requests are compared with.
-        _send(ours, {"op": "start", "env": env})
+        with contextlib.suppress(OSError):  # a server that died at once is reported by _read
+            _send(ours, {"op": "start", "env": env})
         self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
         self._reader.start()
 
