@@ -333,8 +333,8 @@ def preload_modules(template: Path) -> list[str]:
 
 
 def imports_of(module: str, find_spec: Callable) -> list[str]:
-    """`module`'s own top-level imports (it runs as __main__ itself): `name` for `import name`,
-    `module:name` for `from module import name`."""
+    """What `module` imports (it runs as __main__ itself), at its top or in its functions (an entrypoint may
+    import its framework when called): `name` for `import name`, `module:name` for `from module import name`."""
     import ast
 
     spec = find_spec(module)
@@ -342,7 +342,7 @@ def imports_of(module: str, find_spec: Callable) -> list[str]:
         return []
     tree = ast.parse(Path(spec.origin).read_text())
     names = []
-    for node in tree.body:
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
