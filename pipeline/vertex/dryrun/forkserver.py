@@ -6,14 +6,18 @@ before doing anything. `serving()` (around the runs of one `dry_run()`, run.py)
 starts `python -m pipeline.vertex.dryrun.forkserver` on the first such command,
 with that command's environment and cwd. The server imports what the spec's
 tasks will import anyway (`preload_modules`: the imports of each entrypoint
-module, never the entrypoint itself, which runs once as `__main__` as with `-m`;
+module, at its top and in its functions, never the entrypoint itself, which
+runs once as `__main__` as with `-m`;
 the modules of the `--executor_class_path` classes; for TFX's Vertex training
 extension the imports of the CustomJob's own entrypoint), freezes that heap out
-of the garbage collector, and then forks one child per task: stdin from
+of the garbage collector (the children's collections neither walk nor copy
+it), and then forks one child per task: stdin from
 /dev/null, stdout and stderr to the task's log (the very file descriptor the
 launcher opened, passed over the socket), the request's environment, cwd and
-argv, then `runpy.run_module(module, run_name="__main__", alter_sys=True)`, the
-exit status mapped as the interpreter maps it, non-daemon threads joined, exit
+argv (and what start-up and the imports added to the server's environment,
+as they would add it to a fresh one), then
+`runpy.run_module(module, run_name="__main__", alter_sys=True)`, the exit
+status mapped as the interpreter maps it, non-daemon threads joined, exit
 handlers run, open files flushed, `os._exit`. `start()` hands back a Popen-like
 handle, so launcher.py and workers.py supervise a forked task as a fresh one.
 
