@@ -405,7 +405,7 @@ def why_fresh(request: dict, start_env: dict[str, str], cwd: str, loaded) -> Opt
     return None
 
 
-def fork_check(probe: bool = True) -> Optional[str]:
+def fork_check() -> Optional[str]:
     """Why forking from this process would not be safe (None: safe); see the module docstring."""
     python_threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     if python_threads:
@@ -415,12 +415,11 @@ def fork_check(probe: bool = True) -> Optional[str]:
         ctx = context.context_safe()
         if ctx is not None and ctx._initialized:
             return "TensorFlow's eager context was initialized by the preload"
-    if probe:
-        # OpenBLAS stops its pool before a fork (its atfork handler); what is left must be known to be safe.
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
+    # OpenBLAS stops its pool before a fork (its atfork handler); what is left must be known to be safe.
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
     others = []
     for tid in sorted(os.listdir("/proc/self/task")):
         if int(tid) == os.getpid():
@@ -542,7 +541,8 @@ def _child(request: dict, started: tuple, out: int, sock: socket.socket, own: tu
         os.close(null)
         os.dup2(out, 1)
         os.dup2(out, 2)
-        os.close(out)
+        if out > 2:
+            os.close(out)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
