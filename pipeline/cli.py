@@ -193,6 +193,9 @@ def _add_dryrun_command(sub) -> None:
     dryrun.add_argument("--spec", metavar="FILE",
                         help="run this compiled spec (the file `compile` wrote, exactly what submit would send) "
                              "instead of compiling the config again")
+    dryrun.add_argument("--fresh-processes", action="store_true",
+                        help="start every task process fresh instead of forking it from the fork server "
+                             "that imports the tasks' modules once (pipeline/vertex/dryrun/forkserver.py)")
     dryrun.set_defaults(func=cmd_dryrun)
     _add_config_args(dryrun)
     dryrun.set_defaults(config="configs/vertex.yaml")

@@ -128,7 +128,9 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     before = tree_hashes(Path(serving))
 
     out = io.StringIO()
-    run = dry_run(config, tmp_path, stream=out).runs[0]  # raises if the run does not end succeeded
+    # One task runs: cheaper started fresh than after the fork server's preload, and it keeps that path covered.
+    run = dry_run(config, tmp_path, stream=out, fresh_processes=True).runs[0]  # raises unless it ends succeeded
+    assert "task processes: each started fresh (--fresh-processes)" in out.getvalue()
     # The DAG driver evaluates the group's condition; none of its tasks is created (driver/dag.go, argocompiler).
     assert [(t.name, t.state) for t in run.tasks] == [("Snapshot", "ran"), (GROUP_TASK, "not triggered")], \
         out.getvalue()

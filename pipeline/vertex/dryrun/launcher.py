@@ -14,7 +14,6 @@ flags give way to local ones (Dataflow cannot be reached from here).
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +23,7 @@ from kfp.local import executor_output_utils, placeholder_utils
 from kfp.pipeline_spec import pipeline_spec_pb2 as pb
 
 from pipeline.config import REPO_ROOT
+from pipeline.vertex.dryrun import forkserver
 from pipeline.vertex.dryrun.driver import TaskOutputs, component_spec
 from pipeline.vertex.dryrun.spec import ENTRYPOINT_FLAGS, PYTHON, SpecError, Task, artifact_class
 
@@ -103,11 +103,18 @@ def make_output_dirs(executor_input: dict[str, Any], local: Callable[[str], str]
 
 
 def run_process(task: Task, where: str, command: list[str], env: dict[str, str], task_log: Path) -> str:
-    """Run one of the task's commands as a local process; '' on success, else why it failed."""
+    """Run one of the task's commands as a local process (forkserver.py: forked when it can be); '' on
+    success, else why it failed."""
     with open(task_log, "a") as out:
         out.write(f"$ {where}: {' '.join(command[:4])} ...\n")
         out.flush()
-        code = subprocess.run(command, env=env, cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+        process = forkserver.start(command, env, REPO_ROOT, out)
+        try:
+            code = process.wait()
+        except BaseException:  # as subprocess.run: the process does not outlive an interrupted wait
+            process.kill()
+            process.wait()
+            raise
     if code == 0:
         return ""
     lines = task_log.read_text(errors="replace").splitlines()

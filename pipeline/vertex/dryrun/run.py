@@ -25,7 +25,7 @@ from pipeline.errors import ConfigError, PipelineFailed
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, exit_code, format_summary, summarize
-from pipeline.vertex.dryrun import DEFAULT_DIR, rules, spec, workers
+from pipeline.vertex.dryrun import DEFAULT_DIR, forkserver, rules, spec, workers
 from pipeline.vertex.dryrun.backend import BACKENDS, KUBEFLOW, VERTEX, Backend
 from pipeline.vertex.dryrun.bucket import BucketMap
 from pipeline.vertex.dryrun.cache import CacheIndex
@@ -64,10 +64,11 @@ class DryRun:
 
 def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: int = 1,
             stream: Optional[TextIO] = None, template: Optional[Path] = None,
-            backend: Optional[Backend] = None) -> DryRun:
+            backend: Optional[Backend] = None, fresh_processes: bool = False) -> DryRun:
     """Compile (unless `template`, a spec compiled earlier, is given), then run the job `runs` times as `backend`
     (default: the config's pipeline.target) would; raises SpecError before any task runs if the spec breaks one
-    of its rules (rules.py), PipelineFailed on a failed task."""
+    of its rules (rules.py), PipelineFailed on a failed task. Task processes are forked from a fork server
+    (forkserver.py) unless `fresh_processes`."""
     stream = stream or sys.stdout
     backend = backend or BACKENDS[config.pipeline.target]
     if getattr(config, backend.name) is None:
@@ -83,8 +84,9 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
     local_config = local_view(config, bucket)
     _seed(config, bucket, stream)
     result = DryRun(bucket, local_config, service_dir, [])
-    for _ in range(runs):
-        result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend))
+    with forkserver.serving(template, service_dir / "forkserver.log", stream, fresh=fresh_processes):
+        for _ in range(runs):
+            result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend))
     return result
 
 
@@ -251,5 +253,6 @@ def _summarize(local_config: Config, job_id: str, log_file: str, results: list[T
 
 def cmd_dryrun(config: Config, args) -> int:
     result = dry_run(config, args.local_dir, args.runs, template=Path(args.spec) if args.spec else None,
-                     backend=BACKENDS[args.backend] if args.backend else None)
+                     backend=BACKENDS[args.backend] if args.backend else None,
+                     fresh_processes=args.fresh_processes)
     return exit_code(result.runs[-1].summary)

@@ -24,13 +24,13 @@ import dataclasses
 import json
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from pipeline.vertex.dryrun import forkserver
 from trainer.run_fn import CONFIG_KEY
 
 _POOL_FIELDS = {"machine_spec", "replica_count", "container_spec", "disk_spec"}
@@ -64,7 +64,7 @@ class Replica:
     env: dict[str, str]                 # what Vertex (and the spec) add for this replica
     log: Path
     returncode: Optional[int] = None
-    process: Optional[subprocess.Popen] = None
+    process: Optional[Any] = None       # a subprocess.Popen or a forkserver.ForkedProcess
 
 
 @dataclasses.dataclass
@@ -199,8 +199,7 @@ def _supervise(run: JobRun, settings: Settings) -> None:
     try:
         for r in run.replicas:
             with open(r.log, "w") as log:
-                r.process = subprocess.Popen(r.command, env={**settings.env, **r.env}, stdout=log,
-                                             stderr=subprocess.STDOUT, cwd=settings.cwd)
+                r.process = forkserver.start(r.command, {**settings.env, **r.env}, settings.cwd, log)
         settings.report(f"  CustomJob {run.name}: {len(run.replicas)} replica process(es) started, logs in {logs}")
         culprit, chief = None, _Follow(run.replicas[0].log)
         while culprit is None and any(r.process.poll() is None for r in run.replicas):
