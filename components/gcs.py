@@ -52,9 +52,17 @@ def api_uri(path: str) -> str:
     if not mount or is_gcs(path) or not os.path.isabs(path):
         return path
     relative = os.path.relpath(os.path.normpath(path), mount)
-    if relative.startswith("..") or relative == "." or "/" not in relative:
-        return path  # outside the mount, or a bucket itself
+    if relative.startswith("..") or relative == ".":
+        return path  # outside the mount, or the mount itself
     return GCS + relative
+
+
+def bucket_of(uri: str) -> str:
+    """The bucket of gs://bucket[/name]; ValueError when it is not a gs:// URI."""
+    bucket = uri[len(GCS):].split("/", 1)[0] if is_gcs(uri) else ""
+    if not bucket:
+        raise ValueError(f"{uri!r} is not a gs://<bucket>[/<object>] URI")
+    return bucket
 
 
 def split(uri: str) -> tuple[str, str]:

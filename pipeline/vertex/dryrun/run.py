@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
-from components.gcs import split
+from components.gcs import bucket_of
 from components.run_lease import RUN_LEASE_ID
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
 from pipeline.errors import ConfigError, PipelineFailed
@@ -87,7 +87,7 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
     _seed(config, bucket, stream)
     result = DryRun(bucket, local_config, service_dir, [])
     # The run lease and the version claims get GCS semantics from fake-gcs-server (gcs_emulator.py).
-    with gcs_emulator.shared(bucket.root.parent, [split(config.pipeline.root_uri)[0]]) as gcs_env:
+    with gcs_emulator.shared(bucket.root.parent, [bucket_of(config.pipeline.root_uri)]) as gcs_env:
         for _ in range(runs):
             result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend,
                                         gcs_env))
