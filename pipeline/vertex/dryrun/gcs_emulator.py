@@ -50,6 +50,7 @@ from typing import Iterable, Iterator
 from components.gcs import MOUNT_ENV
 
 START_TIMEOUT_SECONDS = 15.0
+STOP_TIMEOUT_SECONDS = 5.0
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 
 
@@ -148,6 +149,11 @@ def _stop(info_file: Path) -> None:
     info_file.unlink(missing_ok=True)
     if info and _is_server(info["pid"], info["port"]):
         os.kill(info["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        while _is_server(info["pid"], info["port"]) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):  # reap it if this process started it
+                os.waitpid(info["pid"], os.WNOHANG)
+            time.sleep(0.05)
 
 
 def _create_buckets(url: str, buckets: Iterable[str]) -> None:
