@@ -127,14 +127,15 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
              stream: TextIO, backend: Backend, gcs_env: dict[str, str]) -> RunResult:
     started = time.monotonic()
     job = _submitted(config, template, backend)
-    while (service_dir / "logs" / job.job_id).exists():
-        # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id.
+    (service_dir / "logs").mkdir(parents=True, exist_ok=True)
+    while not _claim_job_id(service_dir / "logs" / job.job_id):
+        # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id. Claimed with
+        # mkdir, so two dry runs started together on one directory never share one (nor a run lease owner).
         time.sleep(0.2)
         job = _submitted(config, template, backend)
     pipeline = spec.read(job.spec)
     rules.enforce(pipeline, backend)
     logs = service_dir / "logs" / job.job_id
-    logs.mkdir(parents=True, exist_ok=True)
     _announce(config, job.job_id, pipeline, bucket, backend, stream)
     os.makedirs(os.path.dirname(local_config.pipeline.metadata_path), exist_ok=True)
     log_file = str(service_dir / "logs" / f"{job.job_id}.log")
@@ -173,6 +174,14 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
                              f"log: {failed[0].log}" + "".join(f"\n{e}" for e in emulator.errors)
                              + "".join(f"\nCustomJob {j.name}: {j.error}" for j in jobs if j.error))
     return RunResult(job.job_id, results, summary, jobs)
+
+
+def _claim_job_id(logs: Path) -> bool:
+    try:
+        logs.mkdir()
+    except FileExistsError:
+        return False
+    return True
 
 
 def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, results: list[TaskResult]) -> bool:
