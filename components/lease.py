@@ -27,6 +27,10 @@ with ifGenerationMatch=<the generation the writer read or wrote last>:
   waits on. Taking over an expired (not released) lease is logged with the
   previous holder.
 
+A run on Vertex or Kubeflow holds the lease as the run, not as a process: its
+first task takes it, its Pusher adopts and renews it, its exit handler
+releases it ("a run on Vertex or Kubeflow Pipelines" below).
+
 `live_since(root)` says since when the live holder has held the root: debris
 older than that (a killed push's staging, an unfinished analyzer cache
 generation) was left by a run that is gone, and may be removed by anyone
