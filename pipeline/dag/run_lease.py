@@ -41,9 +41,9 @@ def first_task(config: Config) -> BaseNode:
 
 
 def lease_everything(lease: BaseNode, components: Iterable[BaseNode]) -> None:
-    """Make every component without an upstream task wait for the lease (so every task does)."""
+    """Make every component wait for the lease, directly: no task starts before the run holds it."""
     for node in list(components):
-        if node is not lease and not node.upstream_nodes:
+        if node is not lease:
             node.add_upstream_node(lease)
 
 

@@ -148,7 +148,8 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
 
     settings = workers.Settings({**_task_env(), **gcs_env}, logs, bucket.local, say, REPO_ROOT)
     # Only Vertex has a training service (the Trainer's CustomJob); on Kubeflow the Trainer runs in its task.
-    training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator",
+    # Its trust files per job: a dry run started together on this directory has its own CA.
+    training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator" / job.job_id,
                               lambda name, job_body: workers.start(name, job_body, settings), say) \
         if backend is VERTEX else contextlib.nullcontext(NO_TRAINING_SERVICE)
     with run_logging(log_file, stream), training as emulator:
