@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,12 +88,11 @@ def test_a_dry_run_started_together_with_run_1_takes_turns_and_leaves_it_alone(t
     assert "Traceback" not in rival and "Traceback" not in console
     # Its first task failed, nothing else of it started, and its exit handler ran after the failure:
     # told FAILED, it left run 1's lease alone.
-    logs = sorted(p for p in (local_dir / "vertex" / config.pipeline.name / "logs").iterdir()
-                  if p.is_dir() and p.name != first.runs[0].job_id)
-    assert len(logs) == 1, logs
-    released = (logs[0] / "ReleaseRunLease.log").read_text()
+    [job] = re.findall(r"PipelineJob (\S+): ", rival)
+    logs = local_dir / "vertex" / config.pipeline.name / "logs" / job
+    released = (logs / "ReleaseRunLease.log").read_text()
     assert '"state": "FAILED"' in released and "left alone, it is not this run's" in released
-    assert not (logs[0] / "Trainer.log").exists()
+    assert job != first.runs[0].job_id and not (logs / "Trainer.log").exists()
     # Run 1 held the lease from its first task and released it in its exit handler.
     assert "released (run projects/" in (local_dir / "vertex" / config.pipeline.name / "logs" /
                                           first.runs[0].job_id / "ReleaseRunLease.log").read_text()
