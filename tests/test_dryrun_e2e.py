@@ -80,7 +80,7 @@ def test_first_run_pushes_a_blessed_model_trained_on_emulated_tpu(two_runs):
 
 
 def test_a_dry_run_started_together_with_run_1_takes_turns_and_leaves_it_alone(two_runs):
-    config, local_dir, (first, console), _ = two_runs
+    config, local_dir, (first, console), (second, _) = two_runs
     code, rival = RIVAL["code"], RIVAL["log"]
     # Exit 5 (RunLocked), naming run 1 as the holder; no traceback in its log.
     assert code == 5, rival[-3000:]
@@ -96,12 +96,13 @@ def test_a_dry_run_started_together_with_run_1_takes_turns_and_leaves_it_alone(t
     # Run 1 held the lease from its first task and released it in its exit handler.
     assert "released (run projects/" in (local_dir / "vertex" / config.pipeline.name / "logs" /
                                           first.runs[0].job_id / "ReleaseRunLease.log").read_text()
-    # Exactly one new version, loadable, with its record; no claim or lease left as a local file.
+    # Exactly one new version of the two, loadable (test_both_pushed_models_score_the_raw_csv loads it), with
+    # its record; then run 2's. No claim or lease left as a local file.
     serving = Path(first.bucket.local(config.pipeline.serving_dir))
-    versions = [p for p in serving.iterdir() if p.name.isdigit()]
-    assert [p.name for p in versions] == [first.runs[0].summary.pushed_version]
-    assert (versions[0] / "saved_model.pb").is_file()
-    assert training_record.read(str(serving), versions[0].name) is not None
+    versions = sorted(p.name for p in serving.iterdir() if p.name.isdigit())
+    assert versions == [first.runs[0].summary.pushed_version, second.runs[0].summary.pushed_version]
+    assert (serving / versions[0] / "saved_model.pb").is_file()
+    assert training_record.read(str(serving), versions[0]) is not None
     assert not (serving / ".claims").exists()
     assert not (Path(first.bucket.local(config.pipeline.root_uri)) / lease.LOCK_FILE).exists()
 
