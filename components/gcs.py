@@ -19,18 +19,50 @@ It ignores the precondition of a delete, of a download and of a resumable
 upload (`blob.open("wb")`), so nothing here deletes under a precondition: an
 owner gives an object up by overwriting it conditionally with a body that
 says so.
+
+A bucket mounted as a directory (gcsfuse, as Vertex mounts every bucket at
+/gcs/<bucket>/ in its containers) cannot carry a precondition through the
+mount: O_EXCL on a FUSE file is not atomic across machines. When MOUNT_ENV
+names such a mount, `api_uri` turns a path under it back into its gs://
+URI, so the objects that need preconditions (the run lease, a push's version
+claim) go through this client while everything else is read and written
+through the mount. The dry run declares its mapped bucket directory this way
+(pipeline/vertex/dryrun/gcs_emulator.py) and points this client at
+fake-gcs-server with STORAGE_EMULATOR_HOST.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Optional
 
 GCS = "gs://"
+# A directory where every bucket is mounted as <dir>/<bucket>/<object> (gcsfuse's layout with --implicit-dirs).
+MOUNT_ENV = "PIPELINE_GCS_MOUNT"
 
 
 def is_gcs(uri: str) -> bool:
     return uri.startswith(GCS)
+
+
+def api_uri(path: str) -> str:
+    """gs://<bucket>/<object> for a path under the declared bucket mount (MOUNT_ENV); any other path as it is."""
+    mount = os.environ.get(MOUNT_ENV, "").rstrip("/")
+    if not mount or is_gcs(path) or not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(os.path.normpath(path), mount)
+    if relative.startswith("..") or relative == ".":
+        return path  # outside the mount, or the mount itself
+    return GCS + relative
+
+
+def bucket_of(uri: str) -> str:
+    """The bucket of gs://bucket[/name]; ValueError when it is not a gs:// URI."""
+    bucket = uri[len(GCS):].split("/", 1)[0] if is_gcs(uri) else ""
+    if not bucket:
+        raise ValueError(f"{uri!r} is not a gs://<bucket>[/<object>] URI")
+    return bucket
 
 
 def split(uri: str) -> tuple[str, str]:

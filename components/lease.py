@@ -27,6 +27,10 @@ with ifGenerationMatch=<the generation the writer read or wrote last>:
   waits on. Taking over an expired (not released) lease is logged with the
   previous holder.
 
+A run on Vertex or Kubeflow holds the lease as the run, not as a process: its
+first task takes it, its Pusher adopts and renews it, its exit handler
+releases it ("a run on Vertex or Kubeflow Pipelines" below).
+
 `live_since(root)` says since when the live holder has held the root: debris
 older than that (a killed push's staging, an unfinished analyzer cache
 generation) was left by a run that is gone, and may be removed by anyone
@@ -55,8 +59,9 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "run.lock"
 # A gs:// lease not heartbeaten for this long is stale; its holder heartbeats every third of it.
 DEFAULT_TTL_SECONDS = 600.0
-# When no run holds a lease (Vertex runs take none yet), another run's leftovers are debris only after
-# this long: far longer than a push copies a model or Transform writes its cache.
+# When no run holds a lease (a run killed before its exit handler ran, a root no run leases), another
+# run's leftovers are debris only after this long: far longer than a push copies a model or Transform
+# writes its cache.
 UNLEASED_GRACE_SECONDS = 3600.0
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -221,8 +226,10 @@ class GcsLease:
             if current is None:  # released by a delete in between (a person): create again
                 continue
             holder = Holder.parse(current.body.decode(errors="replace"))
-            if holder is not None and holder.nonce == self.nonce:  # our own create, retried by the client
-                self.generation, self.acquired = current.generation, holder.acquired
+            # Our own create, retried by the client; or, on Vertex, a retried first task of this same run.
+            if holder is not None and not holder.released and (
+                    holder.nonce == self.nonce or (holder.owner and holder.owner == self.owner)):
+                self.generation, self.acquired, self.nonce = current.generation, holder.acquired, holder.nonce
                 return None
             if holder is None:  # unreadable: live until ttl after its last write, by the server's clock
                 holder = Holder(expires=current.updated + self.ttl)
@@ -274,8 +281,9 @@ class GcsLease:
         return gcs.replace(self.uri, self._holder(released=True).body(), generation, self.client) is not None
 
     @contextlib.contextmanager
-    def kept_alive(self) -> Iterator["GcsLease"]:
-        """Heartbeat every third of the ttl while the body runs; release at the end, also on failure."""
+    def kept_alive(self, release: bool = True) -> Iterator["GcsLease"]:
+        """Heartbeat every third of the ttl while the body runs; release at the end (also on failure) unless
+        `release` is False (a task of an orchestrated run: the run goes on, its exit handler releases)."""
         stop = threading.Event()
 
         def beat():
@@ -295,13 +303,73 @@ class GcsLease:
         finally:
             stop.set()
             thread.join()
-            self.release()
+            if release:
+                self.release()
 
 
 def read_gcs(root: str, gcs_client=None) -> Optional[Holder]:
     current = gcs.read(lock_uri(root), gcs_client)
     # Unreadable: a holder unknown, live (fail closed).
     return (Holder.parse(current.body.decode(errors="replace")) or Holder()) if current else None
+
+
+# ---------------------------------------------------------------- a run on Vertex or Kubeflow Pipelines
+#
+# No process lives through such a run: its tasks are containers that come and go. The run's first task
+# takes the lease (`take_for_run`) and leaves it held; a task that writes what another run could damage
+# (the Pusher) adopts it as the same owner and heartbeats it while it works (`adopt`: LeaseLost when the
+# run no longer holds it); the run's exit handler, which the backend runs after the run's tasks whether
+# they succeeded or failed, releases it (`release_for_run`). The owner is the run itself: the pipeline
+# job's resource name, which the backend fills into every task of one run alike.
+
+
+def _gcs_root(root: str) -> str:
+    uri = gcs.api_uri(root)
+    if not gcs.is_gcs(uri):
+        raise ValueError(f"the run lease of a Vertex or Kubeflow run needs a gs:// pipeline root, got {root!r}")
+    return uri
+
+
+def take_for_run(root: str, owner: str, wait_seconds: float, ttl_seconds: float, poll_seconds: float = 1.0,
+                 say: Callable[[str], None] = lambda _: None, gcs_client=None) -> GcsLease:
+    """Take the root's lease for run `owner` (waiting up to wait_seconds, else LeaseBusy) and leave it held."""
+    if not owner:
+        raise ValueError("the run lease needs an owner (the pipeline job's resource name)")
+    return GcsLease(_gcs_root(root), owner, ttl_seconds, gcs_client).acquire(wait_seconds, poll_seconds, say)
+
+
+def adopt(root: str, owner: str, ttl_seconds: float, gcs_client=None) -> GcsLease:
+    """The lease run `owner` holds on the root, renewed now by this task of the run; LeaseLost when it does not
+    hold it (it expired and another run took it over, or it was released)."""
+    lease = GcsLease(_gcs_root(root), owner, ttl_seconds, gcs_client)
+    current = gcs.read(lease.uri, gcs_client)
+    holder = Holder.parse(current.body.decode(errors="replace")) if current else None
+    if current is None or holder is None or holder.owner != owner or holder.released:
+        raise LeaseLost(f"run {owner} does not hold the run lease {lease.uri} "
+                        f"({'no lease' if current is None else (holder or Holder()).describe()}"
+                        f"{', released' if holder and holder.released else ''}): another run may be writing")
+    lease.generation, lease.acquired, lease.nonce = current.generation, holder.acquired, holder.nonce
+    lease.heartbeat()
+    return lease
+
+
+def release_for_run(root: str, owner: str, gcs_client=None) -> str:
+    """Release the root's lease if run `owner` holds it, whatever its expiry; says what was done. Another
+    run's lease is left alone (this run may have failed waiting for it)."""
+    uri = lock_uri(_gcs_root(root))
+    while True:
+        current = gcs.read(uri, gcs_client)
+        if current is None:
+            return f"{uri}: no lease to release"
+        holder = Holder.parse(current.body.decode(errors="replace")) or Holder()
+        if holder.owner != owner:
+            return f"{uri}: left alone, it is not this run's ({holder.describe()})"
+        if holder.released:
+            return f"{uri}: already released"
+        body = dataclasses.replace(holder, released=True).body()
+        if gcs.replace(uri, body, current.generation, gcs_client) is not None:
+            return f"{uri}: released (run {owner})"
+        # Written in between (this run's own last heartbeat, or a takeover): look again.
 
 
 # ---------------------------------------------------------------- both
@@ -315,6 +383,7 @@ def default_owner() -> str:
 def hold(root: str, wait_seconds: float, poll_seconds: float = 1.0, say: Callable[[str], None] = lambda _: None,
          owner: Optional[str] = None, ttl_seconds: float = DEFAULT_TTL_SECONDS, gcs_client=None) -> Iterator[None]:
     """Hold the root (local lock file or gs:// lease) for the duration; LeaseBusy after wait_seconds."""
+    root = gcs.api_uri(root)
     if gcs.is_gcs(root):
         lease = GcsLease(root, owner or default_owner(), ttl_seconds, gcs_client)
         with lease.acquire(wait_seconds, poll_seconds, say).kept_alive():
@@ -331,6 +400,7 @@ def live_since(root: str, gcs_client=None, now: Optional[float] = None) -> Optio
     (being written) or names no start counts as holding since now: nothing of it may be taken for debris.
     """
     now = time.time() if now is None else now
+    root = gcs.api_uri(root)
     if gcs.is_gcs(root):
         holder = read_gcs(root, gcs_client)
         if holder is None or not holder.live(now):

@@ -18,7 +18,11 @@
    record without its version) is removed first, but only when it is this
    run's or older than the run holding the root's lease (components/lease.py;
    the `lease_root` parameter names the root): another run's push in
-   progress is left alone. What was removed is the PushedModel's
+   progress is left alone. A run on Vertex or Kubeflow (`lease_owner`: the
+   run, components/run_lease.py) first renews that lease as its owner and
+   heartbeats it while it pushes; when its run no longer holds it (it
+   expired and another run took it over) the push fails with LeaseLost and
+   writes nothing. What was removed is the PushedModel's
    `removed_debris` property, shown by `python -m pipeline history`.
 3. Every version it publishes has a record of its training data beside it
    (components/training_record.py), written before the version becomes
@@ -55,6 +59,9 @@ UNCHANGED_VERSION = "unchanged_version"
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
 STATISTICS_KEY, SNAPSHOT_KEY = "statistics", "snapshot"
 LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/lease.py) tells debris apart
+# A run on Vertex or Kubeflow: the run that holds that lease (components/run_lease.py) and its ttl. The push
+# renews the lease as that run and heartbeats it while it works; LeaseLost (nothing pushed) if the run lost it.
+LEASE_OWNER, LEASE_TTL = "lease_owner", "lease_ttl_seconds"
 
 
 class PusherSpec(standard_component_specs.PusherSpec):
@@ -68,6 +75,8 @@ class PusherSpec(standard_component_specs.PusherSpec):
     PARAMETERS = {
         **standard_component_specs.PusherSpec.PARAMETERS,
         LEASE_ROOT: component_spec.ExecutionParameter(type=str, optional=True),
+        LEASE_OWNER: component_spec.ExecutionParameter(type=str, optional=True),
+        LEASE_TTL: component_spec.ExecutionParameter(type=float, optional=True),
     }
 
 
@@ -88,7 +97,16 @@ class PushExecutor(tfx_pusher_executor.Executor):
 
         # This run's identity: its own debris (an earlier attempt's) is always its to remove.
         run = (self._context.pipeline_run_id if self._context else None) or f"push-{uuid.uuid4().hex}"
-        root = exec_properties.get(LEASE_ROOT) or ""
+        root, owner = exec_properties.get(LEASE_ROOT) or "", exec_properties.get(LEASE_OWNER) or ""
+        if owner:  # a run on Vertex/Kubeflow: it holds the lease as `owner`; LeaseLost when it no longer does
+            held = lease.adopt(root, owner, float(exec_properties.get(LEASE_TTL) or lease.DEFAULT_TTL_SECONDS))
+            with held.kept_alive(release=False):
+                self._push(model_push, model_path, base, owner, root, input_dict)
+        else:  # a local run holds the lease in its own process (pipeline/runs/lock.py)
+            self._push(model_push, model_path, base, run, root, input_dict)
+
+    def _push(self, model_push, model_path: str, base: str, run: str, root: str,
+              input_dict: dict[str, list[types.Artifact]]) -> None:
         since = lease.live_since(root) if root else None
         removed = serving_dir.clear_debris(base, run, since) + training_record.prune(base, run, since)
         for what in removed:
@@ -141,8 +159,10 @@ class Pusher(base_component.BaseComponent):
     def __init__(self, model: types.BaseChannel, model_blessing: types.BaseChannel,
                  push_destination: pusher_pb2.PushDestination,
                  statistics: Optional[types.BaseChannel] = None, snapshot: Optional[types.BaseChannel] = None,
-                 lease_root: Optional[str] = None):
+                 lease_root: Optional[str] = None, lease_owner: Optional[str] = None,
+                 lease_ttl_seconds: Optional[float] = None):
         super().__init__(spec=PusherSpec(
             model=model, model_blessing=model_blessing, push_destination=push_destination,
             statistics=statistics, snapshot=snapshot, lease_root=lease_root or None,
+            lease_owner=lease_owner or None, lease_ttl_seconds=lease_ttl_seconds if lease_owner else None,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

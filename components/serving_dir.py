@@ -123,10 +123,16 @@ def tree_digest(directory: str, gcs_client=None) -> str:
     return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
+def _claims_store(base: str, gcs_client) -> Storage:
+    """Where the version claims are: under base, through google-cloud-storage when base is in a bucket
+    (also when it is reached through a gcsfuse mount: a create there could not carry its precondition)."""
+    return storage_for(gcs.api_uri(_join(base, CLAIMS_DIR)), gcs_client)
+
+
 def claims(base: str, gcs_client=None) -> dict[int, Claim]:
-    store = storage_for(base, gcs_client)
+    store = _claims_store(base, gcs_client)
     out = {}
-    for path in store.list(CLAIMS_DIR):
+    for path in store.list():
         stem = path.rsplit("/", 1)[-1].removesuffix(".json")
         if stem.isdigit():
             with store.open_read(path) as f:
@@ -147,11 +153,11 @@ def next_version(base: str, now: Optional[float] = None, gcs_client=None) -> int
 
 def claim_version(base: str, owner: str, now: Optional[float] = None, gcs_client=None) -> int:
     """A version number no other push has or will have: its claim is created only if absent."""
-    store = storage_for(base, gcs_client)
+    store = _claims_store(base, gcs_client)
     version = next_version(base, now, gcs_client)
     for _ in range(_MAX_CLAIM_ATTEMPTS):
         body = json.dumps({"owner": owner, "claimed": time.time()}).encode()
-        if store.create(f"{CLAIMS_DIR}/{version}.json", body):
+        if store.create(f"{version}.json", body):
             return version
         version += 1  # another push claimed it first
     raise RuntimeError(f"{base}: no free version number after {_MAX_CLAIM_ATTEMPTS} claims from {version}")

@@ -42,6 +42,12 @@ class PipelineSection(Section):
     # A run that finds another running on the same root waits this long for it,
     # then refuses (exit 5); 0 refuses at once (pipeline/runs/lock.py).
     lock_wait_seconds: float = Field(3600, ge=0)
+    # On Vertex and Kubeflow no process lives through a run to heartbeat its gs:// run lease: its first task
+    # takes it, its Pusher renews it (and heartbeats it while pushing), its exit handler releases it
+    # (pipeline/dag/run_lease.py). So it must outlast the longest stretch without a renewal, from the start
+    # through training to the push. A run that outlives it may lose the lease to a waiting run: its Pusher
+    # then fails (LeaseLost) and pushes nothing. Local runs heartbeat theirs (components/lease.py).
+    run_lease_ttl_seconds: float = Field(86400, gt=0)
     # Where compile, submit, schedule and preflight send the pipeline: Vertex AI Pipelines
     # (the vertex section) or a self-hosted Kubeflow Pipelines 2.x (the kubeflow section).
     # `run` always runs here.

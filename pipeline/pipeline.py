@@ -17,6 +17,7 @@ from components.drift_gate import DriftGate
 from components.evaluator import EagerMetricsEvaluator
 from components.example_gen import SnapshotExampleGen, SpanSnapshotExampleGen
 from components.pusher import Pusher
+from components.run_lease import OWNER_PLACEHOLDER
 from components.schema_import import SchemaImport
 from components.serving_model import ServingModel
 from components.snapshot.component import SNAPSHOT_KEY, Snapshot
@@ -24,6 +25,7 @@ from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicT
 from pipeline.config import Config, resolve
 from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
+from pipeline.dag.run_lease import first_task, lease_everything
 from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
@@ -37,7 +39,9 @@ DRIFT_GATE_ID = "DriftGate"
 SERVING_MODEL_ID = "ServingModel"
 
 
-def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipeline:
+def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lease: bool = False) -> Pipeline:
+    """The DAG; with `run_lease` (a compiled run, which no process lives through) its first task takes the
+    root's run lease for the run (pipeline/dag/run_lease.py; the compile adds the exit handler releasing it)."""
     # Over 60 lines on purpose: the whole DAG reads top to bottom on one page,
     # each component next to the channels it is wired to.
     # Also when compiling for Vertex: a features section that can't fit the schema stops here.
@@ -135,15 +139,22 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None) -> Pipe
             snapshot=snapshot.outputs[SNAPSHOT_KEY],
             # Whose run lease tells a killed push's debris from another run's push in progress.
             lease_root=config.pipeline.root_uri,
+            lease_owner=OWNER_PLACEHOLDER if run_lease else None,
+            lease_ttl_seconds=config.pipeline.run_lease_ttl_seconds,
             push_destination=pusher_pb2.PushDestination(
                 filesystem=pusher_pb2.PushDestination.Filesystem(
                     base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
+    components = [snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
+                  serving_model, trainer, evaluator, pusher]
+    if run_lease:
+        lease = first_task(config)
+        lease_everything(lease, components)
+        components.insert(0, lease)
     return Pipeline(
         pipeline_name=config.pipeline.name,
         pipeline_root=config.pipeline.pipeline_root,
-        components=[snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
-                    serving_model, trainer, evaluator, pusher],
+        components=components,
         enable_cache=config.pipeline.enable_cache,
         metadata_connection_config=(
             sqlite_metadata_connection_config(metadata_path)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.vertex.condition_group import GROUP_TASK, channel
+from pipeline.vertex.condition_group import GROUP_TASK, TFX_DAG, channel
 from pipeline.vertex.dryrun import condition, spec
 from pipeline.vertex.dryrun.spec import SpecError
 from tests.vertex_support import compiled_template
@@ -23,6 +23,17 @@ SNAPSHOT_INPUT = channel("Snapshot", "snapshot")
 @pytest.fixture(scope="module")
 def pipeline():
     return spec.read(json.loads(compiled_template(SPANS).read_text())["pipelineSpec"])
+
+
+def _tasks(pipeline) -> dict:
+    """The pipeline's tasks, in the exit handler's `tfx-dag` sub-DAG (pipeline/dag/run_lease.py)."""
+    return pipeline.sub_dag(pipeline.root.tasks[TFX_DAG]).tasks
+
+
+# A run: the exit handler's sub-DAG, the lease taken, the Snapshot, the condition group, the lease released.
+def _skipped_run(group_state: str) -> list:
+    return [(TFX_DAG, "ran"), ("RunLease", "ran"), ("Snapshot", "ran"), (GROUP_TASK, group_state),
+            ("ReleaseRunLease", "ran")]
 
 
 def _input(new_span=None, **metadata) -> dict:
@@ -38,9 +49,9 @@ def _holds(text: str, executor_input: dict) -> bool:
 
 
 def test_everything_after_the_snapshot_is_one_condition_task_as_the_kfp_sdk_compiles_dsl_if(pipeline):
-    assert set(pipeline.root.tasks) == {"Snapshot", GROUP_TASK}
-    group = pipeline.root.tasks[GROUP_TASK]
-    assert group.kind == "dag" and group.upstream == ("Snapshot",)
+    assert set(_tasks(pipeline)) == {"RunLease", "Snapshot", GROUP_TASK}
+    group = _tasks(pipeline)[GROUP_TASK]
+    assert group.kind == "dag" and group.upstream == ("RunLease", "Snapshot")
     inner = pipeline.sub_dag(group)
     assert len(inner.tasks) >= 10 and {"CsvExampleGen", "Trainer", "Pusher"} <= set(inner.tasks)
     # The children carry no condition and read the Snapshot through the group's input.
@@ -54,7 +65,7 @@ def test_everything_after_the_snapshot_is_one_condition_task_as_the_kfp_sdk_comp
 
 def test_a_snapshot_without_the_property_fails_the_condition_as_the_driver_would(pipeline):
     with pytest.raises(condition.ConditionError, match="new_span.*no such key"):
-        _holds(pipeline.root.tasks[GROUP_TASK].condition, _input(rows=3.0))
+        _holds(_tasks(pipeline)[GROUP_TASK].condition, _input(rows=3.0))
 
 
 NEW_SPAN = f"inputs.artifacts['{SNAPSHOT_INPUT}'].artifacts[0].metadata['new_span']"
@@ -132,8 +143,7 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     run = dry_run(config, tmp_path, stream=out, fresh_processes=True).runs[0]  # raises unless it ends succeeded
     assert "task processes: each started fresh (--fresh-processes)" in out.getvalue()
     # The DAG driver evaluates the group's condition; none of its tasks is created (driver/dag.go, argocompiler).
-    assert [(t.name, t.state) for t in run.tasks] == [("Snapshot", "ran"), (GROUP_TASK, "not triggered")], \
-        out.getvalue()
+    assert [(t.name, t.state) for t in run.tasks] == _skipped_run("not triggered"), out.getvalue()
     assert f"{GROUP_TASK} not triggered: its triggerPolicy.condition is false" in out.getvalue()
     assert run.summary.nothing_new and "version 1" in run.summary.nothing_new and "span-2" in run.summary.nothing_new
     assert not run.custom_jobs
@@ -165,7 +175,6 @@ def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_pa
     assert graph["analyzed_spans"] == "span-1,span-2", graph
     assert (Path(bucket.local(config.pipeline.analyzer_cache_root)) / "LATEST").is_file()
 
-    assert [(t.name, t.state) for t in second.tasks] == [("Snapshot", "ran"), (GROUP_TASK, "not triggered")], \
-        out.getvalue()
+    assert [(t.name, t.state) for t in second.tasks] == _skipped_run("not triggered"), out.getvalue()
     assert second.summary.nothing_new and "span-2" in second.summary.nothing_new
     assert second.summary.pushed_version is None

@@ -1,5 +1,10 @@
 """The shipped Vertex config, compiled as submit does and dry-run here twice.
 
+Run 1 is two dry runs at once on one directory: this one and a `python -m pipeline dryrun`
+process (pipeline.lock_wait_seconds=0), started as soon as this one holds the bucket root's run
+lease (fake-gcs-server, pipeline/vertex/dryrun/gcs_emulator.py), so which one wins is not left
+to a race the tests would then depend on. They take turns: this one runs the pipeline and
+pushes, the other exits 5 naming it, and its exit handler leaves the lease alone.
 Run 1 pushes a blessed model trained on the emulated TPU; the bucket's data
 then changes, and run 2, compiled with a two-worker CPU pool, must re-ingest
 it (Vertex's cache rule: the Snapshot task is not a cache hit), train with two
@@ -12,6 +17,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +29,8 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import training_record
-from pipeline.config import load_config
+from components import lease, training_record
+from pipeline.config import REPO_ROOT, load_config
 from pipeline.vertex.dryrun.run import dry_run
 from tests.vertex_support import raw_example
 
@@ -29,6 +39,7 @@ pytestmark = pytest.mark.e2e
 SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100"]
 TWO_WORKERS = ["vertex.worker_pool.preset=cpu", "vertex.worker_pool.extra_workers=1"]
 ADDED_ROWS = 30
+RIVAL: dict = {}  # the dry run started together with run 1: its exit code and log
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +47,34 @@ def two_runs(tmp_path_factory):
     config = load_config("configs/vertex.yaml", SHORT)
     local_dir = tmp_path_factory.mktemp("dryrun")
     first_out, second_out = io.StringIO(), io.StringIO()
-    first = dry_run(config, local_dir, stream=first_out)
+    rival_log = local_dir.parent / f"{local_dir.name}-rival.log"
+    done: dict = {}
+
+    def run_1():
+        try:
+            done["result"] = dry_run(config, local_dir, stream=first_out)
+        except BaseException as e:  # re-raised below, in the test's thread
+            done["error"] = e
+
+    thread = threading.Thread(target=run_1)
+    thread.start()
+    logs = local_dir / "vertex" / config.pipeline.name / "logs"
+    while thread.is_alive() and not any("holds the run lease" in p.read_text(errors="replace")
+                                        for p in logs.glob("*/RunLease.log")):
+        time.sleep(0.5)
+    with open(rival_log, "w") as log:
+        rival = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "dryrun", "--config", "configs/vertex.yaml", "--local-dir",
+             str(local_dir), *(f"--set={s}" for s in [*SHORT, "pipeline.lock_wait_seconds=0"])],
+            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            thread.join()
+        finally:
+            rival.wait(timeout=600)
+    if "error" in done:
+        raise done["error"]
+    first = done["result"]
+    RIVAL.update(code=rival.returncode, log=rival_log.read_text())
     csv_path = Path(first.bucket.local(config.data.input_dir)) / "penguins.csv"
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
@@ -58,6 +96,34 @@ def test_first_run_pushes_a_blessed_model_trained_on_emulated_tpu(two_runs):
     cluster = json.loads(job.replicas[0].env["CLUSTER_SPEC"])
     assert cluster["task"] == {"type": "workerpool0", "index": 0}
     assert "> Trainer ..." in console and "cache hits: none" in console
+
+
+def test_a_dry_run_started_together_with_run_1_takes_turns_and_leaves_it_alone(two_runs):
+    config, local_dir, (first, console), (second, _) = two_runs
+    code, rival = RIVAL["code"], RIVAL["log"]
+    # Exit 5 (RunLocked), naming run 1 as the holder; no traceback in its log.
+    assert code == 5, rival[-3000:]
+    assert "another run holds gs://" in rival and first.runs[0].job_id in rival, rival[-3000:]
+    assert "Traceback" not in rival and "Traceback" not in console
+    # Its first task failed, nothing else of it started, and its exit handler ran after the failure:
+    # told FAILED, it left run 1's lease alone.
+    [job] = re.findall(r"PipelineJob (\S+): ", rival)
+    logs = local_dir / "vertex" / config.pipeline.name / "logs" / job
+    released = (logs / "ReleaseRunLease.log").read_text()
+    assert '"state": "FAILED"' in released and "left alone, it is not this run's" in released
+    assert job != first.runs[0].job_id and not (logs / "Trainer.log").exists()
+    # Run 1 held the lease from its first task and released it in its exit handler.
+    assert "released (run projects/" in (local_dir / "vertex" / config.pipeline.name / "logs" /
+                                          first.runs[0].job_id / "ReleaseRunLease.log").read_text()
+    # Exactly one new version of the two, loadable (test_both_pushed_models_score_the_raw_csv loads it), with
+    # its record; then run 2's. No claim or lease left as a local file.
+    serving = Path(first.bucket.local(config.pipeline.serving_dir))
+    versions = sorted(p.name for p in serving.iterdir() if p.name.isdigit())
+    assert versions == [first.runs[0].summary.pushed_version, second.runs[0].summary.pushed_version]
+    assert (serving / versions[0] / "saved_model.pb").is_file()
+    assert training_record.read(str(serving), versions[0]) is not None
+    assert not (serving / ".claims").exists()
+    assert not (Path(first.bucket.local(config.pipeline.root_uri)) / lease.LOCK_FILE).exists()
 
 
 def test_second_run_reingests_the_changed_data(two_runs):

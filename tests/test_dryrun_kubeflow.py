@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.kubeflow.compile import load_spec
+from pipeline.vertex.condition_group import TFX_DAG
 from pipeline.vertex.dryrun import rules, spec
 from pipeline.vertex.dryrun.backend import KUBEFLOW, VERTEX
 
@@ -45,7 +46,7 @@ def test_the_executor_input_is_built_as_the_open_source_driver_builds_it(package
     from pipeline.vertex.dryrun import driver
 
     pipeline = spec.read(load_spec(package))
-    [group] = [t for t in pipeline.root.tasks.values() if t.kind == "dag"]
+    [group] = [t for t in pipeline.sub_dag(pipeline.root.tasks[TFX_DAG]).tasks.values() if t.kind == "dag"]
     trainer = pipeline.sub_dag(group).tasks["Trainer"]
     artifacts = {key: [{"name": f"a/{key}", "uri": f"gs://b/{key}", "type": {"schemaTitle": "tfx.Examples"}}]
                  for key in trainer.inputs("artifacts")}

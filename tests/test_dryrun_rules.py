@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.vertex.condition_group import GROUP_COMPONENT, GROUP_TASK
+from pipeline.vertex.condition_group import GROUP_COMPONENT, GROUP_TASK, TFX_DAG
 from pipeline.vertex.dryrun import rules, spec
 from pipeline.vertex.dryrun.backend import VERTEX
 from pipeline.vertex.dryrun.spec import SpecError
@@ -37,6 +37,13 @@ def test_every_shipped_variant_keeps_every_rule(overrides):
             assert set(task.producers().values()) <= set(dag.tasks), task.name
     assert not [t.name for t in tasks if t.kind in ("resolver", "importer")]
     assert not [t.name for t in tasks if t.container.get("lifecycle")]
+    # The run lease: taken first, released by the exit handler after everything else (pipeline/dag/run_lease.py).
+    root = pipeline.root.tasks
+    assert set(root) == {TFX_DAG, "ReleaseRunLease"}
+    assert root["ReleaseRunLease"].spec["triggerPolicy"] == {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    assert root["ReleaseRunLease"].spec["dependentTasks"] == [TFX_DAG]
+    inner = pipeline.sub_dag(root[TFX_DAG]).tasks
+    assert [n for n, t in inner.items() if not t.upstream] == ["RunLease"]
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +113,36 @@ def _exit_handler_strategy(job):
     _children(job)["Pusher"]["triggerPolicy"] = {"strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
 
 
+def _tasks(job):
+    return job["pipelineSpec"]["components"][TFX_DAG]["dag"]["tasks"]
+
+
+def _exit_task_downstream(job):
+    _tasks(job)["RunLease"].setdefault("dependentTasks", []).append("ReleaseRunLease")
+    job["pipelineSpec"]["root"]["dag"]["tasks"]["Extra"] = {
+        **copy.deepcopy(job["pipelineSpec"]["root"]["dag"]["tasks"][TFX_DAG]), "dependentTasks": ["ReleaseRunLease"]}
+
+
+def _final_status_elsewhere(job):
+    release = job["pipelineSpec"]["root"]["dag"]["tasks"]["ReleaseRunLease"]
+    release["inputs"]["parameters"]["final_status"]["taskFinalStatus"]["producerTask"] = "RunLease"
+
+
+def _unknown_runtime_placeholder(job):
+    owner = _tasks(job)["RunLease"]["inputs"]["parameters"]["owner"]["runtimeValue"]
+    owner["constantValue"]["stringValue"] = "run-{{$.pipeline_job_name}}"
+
+
+def _unknown_strategy(job):
+    _children(job)["Pusher"]["triggerPolicy"] = {"strategy": "TRIGGER_STRATEGY_NEW"}
+
+
 def _unknown_cel(job):
-    job["pipelineSpec"]["root"]["dag"]["tasks"][GROUP_TASK]["triggerPolicy"]["condition"] = "size(inputs.artifacts) > 0"
+    _tasks(job)[GROUP_TASK]["triggerPolicy"]["condition"] = "size(inputs.artifacts) > 0"
 
 
 def _condition_on_missing_input(job):
-    task = job["pipelineSpec"]["root"]["dag"]["tasks"][GROUP_TASK]
+    task = _tasks(job)[GROUP_TASK]
     task["triggerPolicy"]["condition"] = "inputs.artifacts['model'].artifacts[0].metadata['new_span'] == 1.0"
 
 
@@ -144,7 +175,12 @@ BROKEN = [
     ("executor-kind", _resolver_executor, "task Evaluator: pipelineSpec.deploymentSpec.executors."),
     ("dependency-in-dag", _unknown_dependency, "'Tuner' is not a task of this DAG"),
     ("acyclic", _cycle, "in a cycle"),
-    ("trigger-policy", _exit_handler_strategy, "ALL_UPSTREAM_TASKS_COMPLETED"),
+    ("exit-task", _exit_handler_strategy, "Pusher.triggerPolicy.strategy: ALL_UPSTREAM_TASKS_COMPLETED"),
+    ("exit-task", _exit_task_downstream, "Extra depend on it"),
+    ("trigger-policy", _unknown_strategy, "TRIGGER_STRATEGY_NEW"),
+    ("final-status", _final_status_elsewhere, "the backend reports the final status of the first dependent task "
+     "(tfx-dag)"),
+    ("runtime-value", _unknown_runtime_placeholder, "'run-{{$.pipeline_job_name}}'"),
     ("condition", _unknown_cel, "unknown variable 'size'"),
     ("condition", _condition_on_missing_input, "the task has no input artifact 'model'"),
     ("placeholders", _placeholder, "{{$.inputs.parameters['no_such_input']}} names 'no_such_input'"),

@@ -187,7 +187,7 @@ def test_spec_checks_see_the_job_submit_would_send(serve, capsys, monkeypatch):
 
     def record_and_refuse(sub, g):
         seen.append(sub.job)
-        tasks = len(sub.job["pipelineSpec"]["root"]["dag"]["tasks"])
+        tasks = len(vs.pipeline_tasks(sub.job["pipelineSpec"]))
         return [preflight_module.Result(preflight_module.FAIL, "spec", f"refused, {tasks} tasks")]
 
     monkeypatch.setattr(preflight_module, "CHECKS", [*preflight_module.CHECKS, ("recorder", record_and_refuse)])
@@ -203,7 +203,7 @@ def test_spec_checks_see_the_job_submit_would_send(serve, capsys, monkeypatch):
 def test_a_spec_that_breaks_a_backend_rule_fails_preflight_naming_it(serve, capsys, tmp_path):
     # The dry run's up-front rules (pipeline/vertex/dryrun/rules.py), on the spec about to be sent.
     job = json.loads(vs.compiled_template().read_text())
-    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+    tasks = vs.pipeline_tasks(job["pipelineSpec"])
     examples = tasks["StatisticsGen"]["inputs"]["artifacts"]["examples"]
     examples["taskOutputArtifact"]["producerTask"] = "CsvExampleGen_task"
     broken = tmp_path / "pipeline.json"
@@ -212,7 +212,8 @@ def test_a_spec_that_breaks_a_backend_rule_fails_preflight_naming_it(serve, caps
     lines = capsys.readouterr().out.splitlines()
     assert code == EXIT_FAILED
     [line] = [line for line in lines if line.startswith("FAIL")]
-    assert line.startswith("FAIL spec: [producer-in-dag] pipelineSpec.root.dag.tasks.StatisticsGen.inputs.artifacts."
+    assert line.startswith("FAIL spec: [producer-in-dag] pipelineSpec.components.tfx-dag.dag.tasks.StatisticsGen."
+                           "inputs.artifacts."
                            "examples.taskOutputArtifact.producerTask: 'CsvExampleGen_task' is not a task"), line
 
 

@@ -110,7 +110,7 @@ def _snapshot(spans: str = "span-1,span-2", digest: str = "d" * 64) -> DatasetSn
     return snapshot
 
 
-def _push_with_data(tmp_path, model, base, statistics, snapshot=None, lease_root=None):
+def _push_with_data(tmp_path, model, base, statistics, snapshot=None, lease_root=None, **exec_properties):
     blessing = standard_artifacts.ModelBlessing()
     blessing.set_int_custom_property("blessed", 1)
     pushed = standard_artifacts.PushedModel()
@@ -121,7 +121,7 @@ def _push_with_data(tmp_path, model, base, statistics, snapshot=None, lease_root
               STATISTICS_KEY: [statistics], **({SNAPSHOT_KEY: [snapshot]} if snapshot is not None else {})}
     PushExecutor().Do(inputs, {standard_component_specs.PUSHED_MODEL_KEY: [pushed]},
                       {standard_component_specs.PUSH_DESTINATION_KEY: proto_utils.proto_to_json(destination),
-                       **({LEASE_ROOT: str(lease_root)} if lease_root else {})})
+                       **({LEASE_ROOT: str(lease_root)} if lease_root else {}), **exec_properties})
     return pushed
 
 

@@ -14,7 +14,15 @@ import pytest
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
-from tests.vertex_support import BUCKET, DATAFLOW_SA, PROJECT, compiled_template, task_executor, vertex_config
+from tests.vertex_support import (
+    BUCKET,
+    DATAFLOW_SA,
+    PROJECT,
+    compiled_template,
+    pipeline_tasks,
+    task_executor,
+    vertex_config,
+)
 
 BEAM_TASKS = ["CsvExampleGen", "StatisticsGen", "Transform", "Evaluator"]
 
@@ -25,7 +33,7 @@ def spec():
 
 
 def task_custom_config(spec: dict, task: str = "Trainer") -> dict:
-    params = spec["pipelineSpec"]["root"]["dag"]["tasks"][task]["inputs"]["parameters"]
+    params = pipeline_tasks(spec["pipelineSpec"])[task]["inputs"]["parameters"]
     return json.loads(params["custom_config"]["runtimeValue"]["constantValue"]["stringValue"])
 
 
@@ -39,9 +47,10 @@ def test_aiplatform_accepts_the_compiled_json_offline():
                                  pipeline_root=config.pipeline.pipeline_root, enable_caching=False)
     resource = job.to_dict()  # the PipelineJob proto the client would send
     assert resource["runtimeConfig"]["gcsOutputDirectory"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
-    tasks = resource["pipelineSpec"]["root"]["dag"]["tasks"]
-    assert {"CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(tasks)
+    tasks = pipeline_tasks(resource["pipelineSpec"])
+    assert {"RunLease", "CsvExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"} <= set(tasks)
     assert all(not t["cachingOptions"].get("enableCache", False) for t in tasks.values())
+    assert set(resource["pipelineSpec"]["root"]["dag"]["tasks"]) == {"tfx-dag", "ReleaseRunLease"}
 
 
 def test_every_task_runs_the_pipeline_image(spec):
@@ -288,22 +297,22 @@ def test_with_spans_everything_after_the_snapshot_is_one_task_conditional_on_its
     from pipeline.vertex.condition_group import GROUP_COMPONENT, GROUP_TASK, channel
 
     spec = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]
-    root = spec["root"]["dag"]["tasks"]
-    assert set(root) == {"Snapshot", GROUP_TASK}
+    root = pipeline_tasks(spec)
+    assert set(root) == {"RunLease", "Snapshot", GROUP_TASK}
     group = root[GROUP_TASK]
     key, = re.fullmatch(r"\(inputs\.artifacts\['([^']+)'\]\.artifacts\[0\]\.metadata\['new_span'\] == 1\.0\)",
                         group["triggerPolicy"]["condition"]).groups()
     assert key == channel("Snapshot", "snapshot")
     assert group["inputs"]["artifacts"][key]["taskOutputArtifact"] == {"producerTask": "Snapshot",
                                                                        "outputArtifactKey": "snapshot"}
-    assert group["dependentTasks"] == ["Snapshot"] and group["componentRef"]["name"] == GROUP_COMPONENT
+    assert group["dependentTasks"] == ["RunLease", "Snapshot"] and group["componentRef"]["name"] == GROUP_COMPONENT
     children = spec["components"][GROUP_COMPONENT]["dag"]["tasks"]
     assert len(children) >= 9 and not [n for n, t in children.items() if "triggerPolicy" in t]
     for name, child in children.items():
         assert "Snapshot" not in child.get("dependentTasks", []), name
         for source in child.get("inputs", {}).get("artifacts", {}).values():
             assert source.get("taskOutputArtifact", {}).get("producerTask") != "Snapshot", name
-    flat = json.loads(compiled_template().read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
+    flat = pipeline_tasks(json.loads(compiled_template().read_text())["pipelineSpec"])
     assert not [n for n, t in flat.items() if "triggerPolicy" in t]
 
 
@@ -318,7 +327,7 @@ def _conditioned(condition: str) -> dict:
     ({"A": {"componentRef": {"name": "c"}}, "B": _conditioned("inputs.artifacts['s'].artifacts[0].uri == 'x'"),
       "D": {"componentRef": {"name": "c"},
             "inputs": {"artifacts": {"m": {"taskOutputArtifact": {"producerTask": "B", "outputArtifactKey": "o"}}}}}},
-     "tasks.D: reads B's output from inside the condition group"),
+     "task D reads B's output from inside the condition group"),
 ])
 def test_conditions_that_do_not_fit_one_group_are_refused_naming_the_task(tasks, error):
     from pipeline.vertex.condition_group import ConditionGroupError, group_conditions

@@ -17,7 +17,16 @@ from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
 from tests.fake_google_apis import FakeGoogleApis
 from tests.fake_resource_manager import FakeResourceManager
 from tests.fake_vertex import FakeVertex
-from tests.vertex_support import BUCKET, DATAFLOW_SA, PROJECT, SUBNET, VERTEX_YAML, compiled_template, terraformed
+from tests.vertex_support import (
+    BUCKET,
+    DATAFLOW_SA,
+    PROJECT,
+    SUBNET,
+    VERTEX_YAML,
+    compiled_template,
+    pipeline_tasks,
+    terraformed,
+)
 
 SA = f"penguin-pipeline@{PROJECT}.iam.gserviceaccount.com"
 CONFIG_ARGS = ["--config", VERTEX_YAML, "--set", f"vertex.project={PROJECT}",
@@ -88,7 +97,7 @@ def with_preflight(args: list[str], preflight_args: list[str]) -> list[str]:
 def caching_options(pipeline_spec: dict) -> dict[str, bool]:
     """Task -> whether Vertex looks it up in the cache, as the spec says."""
     return {name: task.get("cachingOptions", {}).get("enableCache", False)
-            for name, task in pipeline_spec["root"]["dag"]["tasks"].items()}
+            for name, task in pipeline_tasks(pipeline_spec).items()}
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -124,7 +133,7 @@ def test_submit_wait_sends_the_pipeline_as_configured_and_follows_it(vertex, res
     assert body["labels"] == {"app": "penguin-tpu", "env": "prod"}
     assert body["runtimeConfig"]["gcsOutputDirectory"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
     spec = body["pipelineSpec"]
-    assert "Trainer" in spec["root"]["dag"]["tasks"]
+    assert "Trainer" in pipeline_tasks(spec)
     # Each task's caching as compiled (cache_rule.py): Snapshot off, ExampleGen on; nothing clobbered.
     assert caching_options(spec) == caching_options(json.loads(compiled_template().read_text())["pipelineSpec"])
     assert caching_options(spec)["Snapshot"] is False and caching_options(spec)["CsvExampleGen"] is True
@@ -243,7 +252,7 @@ def test_schedule_create_sends_cron_limits_times_and_identity(vertex, capsys):
     job = body["createPipelineJobRequest"]["pipelineJob"]
     assert job["serviceAccount"] == SA
     assert job["labels"] == {"app": "penguin-tpu", "env": "prod"}
-    assert "Trainer" in job["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert "Trainer" in pipeline_tasks(job["pipelineSpec"])
     # Every scheduled run re-reads the data: the compiled per-task caching reaches the schedule unchanged.
     assert caching_options(job["pipelineSpec"]) == caching_options(
         json.loads(compiled_template().read_text())["pipelineSpec"])

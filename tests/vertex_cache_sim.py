@@ -122,6 +122,8 @@ def _upstream(task: dict) -> set[str]:
 
 
 def _parameter(value: dict) -> Any:
+    if "taskFinalStatus" in value:  # the exit handler's input: not modelled beyond naming its producer
+        return value["taskFinalStatus"]["producerTask"]
     constant = value["runtimeValue"]["constantValue"]
     if "intValue" in constant:
         return int(constant["intValue"])

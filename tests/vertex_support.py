@@ -34,12 +34,19 @@ def compiled_template(*overrides: str) -> Path:
     return compile_pipeline(vertex_config(*overrides), out)
 
 
+def pipeline_tasks(pipeline_spec: dict) -> dict:
+    """The pipeline's tasks: in the `tfx-dag` sub-DAG the exit handler wraps them in (pipeline/dag/run_lease.py)."""
+    from pipeline.vertex.condition_group import task_dag
+
+    return task_dag(pipeline_spec)["tasks"]
+
+
 def task_executor(spec: dict, task: str) -> dict:
     """The container spec of one task in a compiled PipelineJob JSON."""
     from pipeline.vertex.cache_rule import task_executor as executor
 
     pipeline_spec = spec["pipelineSpec"]
-    return executor(pipeline_spec, pipeline_spec["root"]["dag"]["tasks"][task])["container"]
+    return executor(pipeline_spec, pipeline_tasks(pipeline_spec)[task])["container"]
 
 
 OBJECTS = f"//storage.googleapis.com/projects/_/buckets/{BUCKET}/objects/"

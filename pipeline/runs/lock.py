@@ -8,7 +8,8 @@ preconditions on a gs:// root (components/lease.py says how, and what is stale
 and taken over). A second run waits for it, up to `pipeline.lock_wait_seconds`,
 then refuses naming the holder: RunLocked, exit 5.
 
-On Vertex the schedule's `max_concurrent_runs` (1) does this job for runs of one schedule.
+A run on Vertex or Kubeflow takes the same lease in its first task and releases it in its exit handler
+(pipeline/dag/run_lease.py).
 """
 
 from __future__ import annotations

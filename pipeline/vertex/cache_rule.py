@@ -125,10 +125,15 @@ def _mutable_readers() -> dict[str, str]:
     from tfx.v1.components import ImportSchemaGen
 
     from components.drift_gate import DriftGate
+    from components.run_lease import ReleaseRunLease, RunLease
     from components.serving_model import ServingModel
     from components.snapshot.component import Snapshot
 
     return {
+        name_utils.get_full_name(RunLease.EXECUTOR_SPEC.executor_class):
+            "takes the run lease: a cached hit would start the run without holding it",
+        name_utils.get_full_name(ReleaseRunLease.EXECUTOR_SPEC.executor_class):
+            "releases the run lease: a cached hit would leave it held",
         name_utils.get_full_name(DriftGate.EXECUTOR_SPEC.executor_class):
             "reads the serving model's training-data record in pipeline.serving_dir, which every push changes",
         name_utils.get_full_name(ServingModel.EXECUTOR_SPEC.executor_class):

@@ -52,6 +52,7 @@ def compile_job(config: Config, image: str, commands: Optional[list[str]] = None
     caching set by the rule. Both targets' compiles are this one (pipeline/kubeflow/compile.py sets the rest)."""
     from tfx import v1 as tfx
 
+    from pipeline.dag import run_lease
     from pipeline.pipeline import create_pipeline
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,7 +60,9 @@ def compile_job(config: Config, image: str, commands: Optional[list[str]] = None
             config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
                 default_image=image, default_commands=commands, use_pipeline_spec_2_1=spec_2_1),
             output_dir=tmp, output_filename="pipeline_job.json")
-        runner.run(create_pipeline(config), write_out=True)
+        # The run takes the root's lease in its first task; the exit handler releases it (pipeline/dag/run_lease.py).
+        runner.set_exit_handler(run_lease.exit_handler(config))
+        runner.run(create_pipeline(config, run_lease=True), write_out=True)
         job = json.loads((Path(tmp) / "pipeline_job.json").read_text())
     condition_group.group_conditions(job["pipelineSpec"])
     cache_rule.apply(job["pipelineSpec"], config.pipeline.enable_cache)

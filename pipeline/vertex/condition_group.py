@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from pipeline.vertex.dryrun.spec import SpecError
 
+TFX_DAG = "tfx-dag"  # tfx.orchestration.kubeflow.utils.TFX_DAG_NAME
 GROUP_TASK = "condition-1"
 GROUP_COMPONENT = "comp-condition-1"
 _INPUT_REF = re.compile(r"inputs\.(artifacts|parameter_values|parameters)\['([^']+)'\]")
@@ -51,12 +52,19 @@ def channel(producer: str, key: str) -> str:
     return f"pipelinechannel--{producer}-{key}"
 
 
+def task_dag(spec: dict[str, Any]) -> dict[str, Any]:
+    """The DAG that holds the pipeline's tasks: the root's, or with an exit handler TFX's `tfx-dag` sub-DAG
+    (tfx/orchestration/kubeflow/v2/pipeline_builder.py, build)."""
+    wrapper = spec["components"].get(TFX_DAG)
+    return wrapper["dag"] if wrapper and "dag" in wrapper else spec["root"]["dag"]
+
+
 def group_conditions(spec: dict[str, Any]) -> bool:
-    """Move the root tasks that carry a trigger condition into one sub-DAG task, in place.
+    """Move the tasks that carry a trigger condition into one sub-DAG task, in place.
 
     Returns whether anything changed (a spec without conditions stays as it is).
     """
-    tasks = spec["root"]["dag"]["tasks"]
+    tasks = task_dag(spec)["tasks"]
     members = {name for name, task in tasks.items() if task.get("triggerPolicy", {}).get("condition")}
     if not members:
         return False
@@ -64,13 +72,13 @@ def group_conditions(spec: dict[str, Any]) -> bool:
         raise ConditionGroupError(f"pipelineSpec: {GROUP_TASK!r} is already taken; cannot group the conditions")
     conditions = {name: _outside_condition(name, tasks[name], members) for name in members}
     if len(set(conditions.values())) != 1:
-        raise ConditionGroupError("pipelineSpec.root.dag.tasks: the conditioned tasks differ in their condition "
+        raise ConditionGroupError("pipelineSpec: the conditioned tasks differ in their condition "
                                   f"({sorted(set(conditions.values()))}); one group per condition is not built")
     for name, task in tasks.items():
         if name not in members:
             for ref in _task_refs(task):
                 if ref[1] in members:
-                    raise ConditionGroupError(f"pipelineSpec.root.dag.tasks.{name}: reads {ref[1]}'s output from "
+                    raise ConditionGroupError(f"pipelineSpec: task {name} reads {ref[1]}'s output from "
                                               "inside the condition group; a group with outputs is not built")
 
     group_inputs: dict[str, dict[str, dict]] = {"artifacts": {}, "parameters": {}}
@@ -83,7 +91,7 @@ def group_conditions(spec: dict[str, Any]) -> bool:
             del child["triggerPolicy"]
         for kind, inputs in child.get("inputs", {}).items():
             for key, source in inputs.items():
-                outside = _outside_source(spec, source, kind, members)
+                outside = _outside_source(spec, tasks, source, kind, members)
                 if outside is None:
                     continue
                 input_name, task_source, definition = outside
@@ -125,7 +133,8 @@ def _task_refs(task: dict) -> list[tuple[str, str]]:
     return refs
 
 
-def _outside_source(spec: dict, source: dict, kind: str, members: set[str]) -> Optional[tuple[str, dict, dict]]:
+def _outside_source(spec: dict, tasks: dict, source: dict, kind: str,
+                    members: set[str]) -> Optional[tuple[str, dict, dict]]:
     """For an input read from outside the group: (the group input it becomes, the group task's source for it,
     its input definition); None for inputs from inside the group or constants."""
     for field, key_field, output_kind in (("taskOutputArtifact", "outputArtifactKey", "artifacts"),
@@ -135,7 +144,7 @@ def _outside_source(spec: dict, source: dict, kind: str, members: set[str]) -> O
             if producer in members:
                 return None
             return (channel(producer, key), {field: dict(source[field])},
-                    _output_definition(spec, producer, output_kind, key))
+                    _output_definition(spec, tasks, producer, output_kind, key))
     for field in ("componentInputParameter", "componentInputArtifact"):
         if field in source:
             name = source[field]
@@ -143,12 +152,12 @@ def _outside_source(spec: dict, source: dict, kind: str, members: set[str]) -> O
     return None
 
 
-def _output_definition(spec: dict, producer: str, kind: str, key: str) -> dict:
-    task = spec["root"]["dag"]["tasks"].get(producer)
+def _output_definition(spec: dict, tasks: dict, producer: str, kind: str, key: str) -> dict:
+    task = tasks.get(producer)
     component = spec["components"].get(task["componentRef"]["name"], {}) if task else {}
     definition = component.get("outputDefinitions", {}).get(kind, {}).get(key)
     if definition is None:
-        raise ConditionGroupError(f"pipelineSpec.root.dag.tasks: {producer!r} declares no output {kind} {key!r}")
+        raise ConditionGroupError(f"pipelineSpec: task {producer!r} declares no output {kind} {key!r}")
     return copy.deepcopy(definition)
 
 
@@ -161,7 +170,7 @@ def _outside_condition(name: str, task: dict, members: set[str]) -> str:
         source = inputs.get(kind, {}).get(key)
         ref = (source or {}).get("taskOutputArtifact") or (source or {}).get("taskOutputParameter")
         if ref is None or ref["producerTask"] in members:
-            raise ConditionGroupError(f"pipelineSpec.root.dag.tasks.{name}.triggerPolicy.condition: {match[0]} is not "
+            raise ConditionGroupError(f"pipelineSpec: task {name}: triggerPolicy.condition: {match[0]} is not "
                                       "an output of a task outside the condition")
         out_key = ref.get("outputArtifactKey") or ref.get("outputParameterKey")
         return f"inputs.{match[1]}['{channel(ref['producerTask'], out_key)}']"

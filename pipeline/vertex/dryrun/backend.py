@@ -24,6 +24,11 @@ class Backend:
     types_input_artifacts: bool = True
     # Outputs its launcher adds to every container's ExecutorInput and manages itself: key -> artifact type.
     launcher_outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
+    # The state an exit task's PipelineTaskFinalStatus names for a task that succeeded / failed.
+    final_states: tuple[str, str] = ("SUCCEEDED", "FAILED")
+
+    def final_state(self, succeeded: bool) -> str:
+        return self.final_states[0 if succeeded else 1]
 
     def refuses_executor(self, kind: str) -> str:
         return self.refused_executors.get(kind, f"a {kind!r} executor is not emulated by the dry run")
@@ -38,6 +43,8 @@ VERTEX = Backend(
     # TFX's KubeflowV2 compiler attaches the ExampleGen driver as this hook, and Vertex runs it
     # (tfx/orchestration/kubeflow/v2/step_builder.py); the open-source backend does not.
     lifecycle_hooks=frozenset({"preCacheCheck"}),
+    # kfp/dsl/task_final_status.py, PipelineTaskFinalStatus.state: "SUCCEEDED, FAILED or CANCELLED".
+    final_states=("SUCCEEDED", "FAILED"),
     refused_executors={
         "resolver": "Vertex runs resolver executors (metadata queries), but the dry run does not emulate them "
                     "(it fails closed); " + _RESOLVERS_REFUSED,
@@ -56,6 +63,9 @@ KUBEFLOW = Backend(
     # ToRuntimeArtifact turns that into type {instanceSchema: ""}; driver/resolve.go passes it on.
     types_input_artifacts=False,
     # driver/driver.go, provisionOutputs (--publish_logs defaults to true, cmd/driver/main.go).
-    launcher_outputs={"executor-logs": {"schemaTitle": "system.Artifact"}})
+    launcher_outputs={"executor-logs": {"schemaTitle": "system.Artifact"}},
+    # driver/resolve.go, resolveInputParameter, TaskFinalStatus: the producer's MLMD execution state
+    # (GetLastKnownState().String()): COMPLETE or FAILED.
+    final_states=("COMPLETE", "FAILED"))
 
 BACKENDS = {b.name: b for b in (VERTEX, KUBEFLOW)}

@@ -11,8 +11,10 @@ paths, its ExecutorOutput back to gs://. Every bucket maps to
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +63,18 @@ class BucketMap:
         if not source.exists():
             raise ConfigError(f"cannot seed {uri}: {source} does not exist")
         target.parent.mkdir(parents=True, exist_ok=True)
+        # Copied beside it, then renamed into place: of two dry runs seeding at once one wins, neither sees
+        # half a copy (rename(2) of a directory onto an existing one fails).
+        staging = target.parent / f".seed-{target.name}-{uuid.uuid4().hex[:8]}"
         if source.is_dir():
-            shutil.copytree(source, target)
+            shutil.copytree(source, staging)
         else:
-            shutil.copy2(source, target)
+            shutil.copy2(source, staging)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            if not target.exists():
+                raise
+            shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
+            return False
         return True

@@ -61,9 +61,30 @@ class Scope:
     outputs: dict[str, TaskOutputs]
     parameters: dict[str, Any]                     # the enclosing DAG task's resolved input parameters
     artifacts: dict[str, list[dict[str, Any]]]     # and its input artifacts
+    run: dict[str, str] = dataclasses.field(default_factory=dict)  # the run's placeholder values
+    states: dict[str, str] = dataclasses.field(default_factory=dict)  # task -> final state, for taskFinalStatus
+
+    def inner(self, parameters: dict[str, Any], artifacts: dict[str, list[dict[str, Any]]]) -> "Scope":
+        """The scope of a sub-DAG of this one: its own inputs, the same run."""
+        return Scope({}, parameters, artifacts, self.run)
 
 
-def root_scope(job: Job) -> Scope:
+# The placeholders the driver replaces in a constant input parameter, when the whole constant is one
+# (backend/src/v2/driver/resolve.go, resolveInputParameter, RuntimeValue_Constant); any other text is kept.
+RUN_PLACEHOLDERS = ("{{$.pipeline_job_name}}", "{{$.pipeline_job_resource_name}}", "{{$.pipeline_job_uuid}}")
+
+
+def run_placeholders(job: Job, backend: Backend, resource_prefix: str) -> dict[str, str]:
+    """What the backend puts for each run placeholder: on Kubeflow the run's display name, name and id
+    (driver.go, Options); on Vertex the PipelineJob's id, resource name and a uuid."""
+    job_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, job.job_id))
+    if backend.name == "vertex":
+        location = resource_prefix.split("/metadataStores/")[0]
+        return dict(zip(RUN_PLACEHOLDERS, (job.job_id, f"{location}/pipelineJobs/{job.job_id}", job_uuid)))
+    return dict(zip(RUN_PLACEHOLDERS, (job.job_id, f"run-{job_uuid}", job_uuid)))
+
+
+def root_scope(job: Job, run: dict[str, str] | None = None) -> Scope:
     """The root DAG's inputs: the job's runtime parameters, or the spec's defaults."""
     parameters = {}
     for name, definition in job.spec["root"].get("inputDefinitions", {}).get("parameters", {}).items():
@@ -71,7 +92,7 @@ def root_scope(job: Job) -> Scope:
             parameters[name] = job.runtime["parameterValues"][name]
         elif "defaultValue" in definition:
             parameters[name] = definition["defaultValue"]
-    return Scope({}, parameters, {})
+    return Scope({}, parameters, {}, dict(run or {}))
 
 
 def resolve_inputs(task: Task, scope: Scope) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
@@ -80,7 +101,10 @@ def resolve_inputs(task: Task, scope: Scope) -> tuple[dict[str, Any], dict[str, 
     for key, source in task.inputs("parameters").items():
         field = task.field("inputs.parameters", key)
         if "runtimeValue" in source:
-            parameters[key] = _constant(source["runtimeValue"], field)
+            value = _constant(source["runtimeValue"], field)
+            parameters[key] = scope.run.get(value, value) if isinstance(value, str) else value
+        elif FINAL_STATUS in source:
+            parameters[key] = final_status(task, scope)
         elif UPSTREAM_PARAMETER in source:
             ref = source[UPSTREAM_PARAMETER]
             produced = scope.outputs[ref["producerTask"]].parameters
@@ -101,6 +125,20 @@ def resolve_inputs(task: Task, scope: Scope) -> tuple[dict[str, Any], dict[str, 
         else:
             artifacts[key] = scope.artifacts[source[PARENT_ARTIFACT]]
     return parameters, artifacts
+
+
+FINAL_STATUS = "taskFinalStatus"
+
+
+def final_status(task: Task, scope: Scope) -> str:
+    """An exit task's PipelineTaskFinalStatus input, as JSON text (a STRING input gets a struct as JSON text,
+    resolve.go, handleParamTypeValidationAndConversion). Its producer is the task's first dependent task
+    whatever producerTask says (resolve.go, resolveInputParameter, TaskFinalStatus); rules.py refuses a spec
+    where the two differ."""
+    producer = task.spec["dependentTasks"][0]
+    return json.dumps({"state": scope.states[producer], "pipelineTaskName": producer,
+                       "pipelineJobResourceName": scope.run.get("{{$.pipeline_job_resource_name}}", ""),
+                       "error": {}})
 
 
 def _constant(runtime_value: dict, field: str) -> Any:

@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 
 from pipeline.vertex.dryrun import condition
 from pipeline.vertex.dryrun.backend import Backend
+from pipeline.vertex.dryrun.driver import FINAL_STATUS, RUN_PLACEHOLDERS
 from pipeline.vertex.dryrun.spec import (
     PARENT_ARTIFACT,
     PARENT_PARAMETER,
@@ -31,6 +32,7 @@ from pipeline.vertex.dryrun.spec import (
     SpecError,
     Task,
     artifact_class,
+    exit_task,
     import_class,
 )
 
@@ -47,7 +49,7 @@ _LAUNCHER_PLACEHOLDERS = (
 _TASK_FIELDS = {"taskInfo", "componentRef", "dependentTasks", "inputs", "cachingOptions", "triggerPolicy"}
 _CONTAINER_FIELDS = {"image", "command", "args", "lifecycle", "env"}
 _INPUT_SOURCES = {"artifacts": (UPSTREAM_ARTIFACT, PARENT_ARTIFACT),
-                  "parameters": ("runtimeValue", UPSTREAM_PARAMETER, PARENT_PARAMETER)}
+                  "parameters": ("runtimeValue", UPSTREAM_PARAMETER, PARENT_PARAMETER, FINAL_STATUS)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,9 +218,69 @@ def _trigger_policies(pipeline: Pipeline, backend: Backend) -> Iterator[Violatio
         for extra in sorted(set(policy) - {"condition", "strategy"}):
             yield Violation("trigger-policy", task.field("triggerPolicy", extra), "not emulated by the dry run")
         if policy.get("strategy", "ALL_UPSTREAM_TASKS_SUCCEEDED") not in ("ALL_UPSTREAM_TASKS_SUCCEEDED",
-                                                                          "TRIGGER_STRATEGY_UNSPECIFIED"):
+                                                                          "TRIGGER_STRATEGY_UNSPECIFIED",
+                                                                          "ALL_UPSTREAM_TASKS_COMPLETED"):
             yield Violation("trigger-policy", task.field("triggerPolicy.strategy"),
-                            f"{policy['strategy']} (an exit handler's task) is not emulated by the dry run")
+                            f"{policy['strategy']} is not emulated by the dry run")
+
+
+def _exit_tasks(pipeline: Pipeline, backend: Backend) -> Iterator[Violation]:
+    """The exit task the dry run runs is the one TFX compiles (step_builder.py, is_exit_handler): a container
+    after exactly one task, reading nothing of it but its final status, with nothing after it and no condition.
+    The backend makes it the Argo exit hook of the task it depends on (argocompiler/dag.go, DAG), which has no
+    downstream task and runs after that task whatever its outcome; anything else is refused (fail closed)."""
+    for dag in pipeline.dags():
+        for task in dag.tasks.values():
+            if not exit_task(task):
+                continue
+            field = task.field("triggerPolicy.strategy")
+            problems = []
+            if task.kind != "container":
+                problems.append(f"it is a {task.kind} task, not a container")
+            if len(task.spec.get("dependentTasks", [])) != 1:
+                problems.append(f"it depends on {task.spec.get('dependentTasks', [])}, not on exactly one task")
+            if task.producers():
+                problems.append(f"it reads outputs of {sorted(set(task.producers().values()))}")
+            if task.condition:
+                problems.append("it has a condition")
+            after = sorted(t.name for t in dag.tasks.values() if task.name in t.upstream)
+            if after:
+                problems.append(f"{', '.join(after)} depend on it")
+            if problems:
+                yield Violation("exit-task", field, "ALL_UPSTREAM_TASKS_COMPLETED (an exit handler's task): "
+                                + "; ".join(problems) + " (not emulated by the dry run)")
+
+
+def _final_status(pipeline: Pipeline, backend: Backend) -> Iterator[Violation]:
+    for task in pipeline.tasks():
+        for key, source in task.inputs("parameters").items():
+            if FINAL_STATUS not in source:
+                continue
+            field = task.field("inputs.parameters", key, FINAL_STATUS, "producerTask")
+            depends = task.spec.get("dependentTasks", [])
+            if not exit_task(task):
+                yield Violation("final-status", field, "only an exit handler's task "
+                                "(triggerPolicy.strategy ALL_UPSTREAM_TASKS_COMPLETED) reads a final status")
+            elif not depends or source[FINAL_STATUS].get("producerTask") != depends[0]:
+                yield Violation("final-status", field, f"{source[FINAL_STATUS].get('producerTask')!r}: the "
+                                f"backend reports the final status of the first dependent task "
+                                f"({depends[0] if depends else 'none'}), whatever this names")
+
+
+def _runtime_values(pipeline: Pipeline, backend: Backend) -> Iterator[Violation]:
+    for task in pipeline.tasks():
+        for key, source in task.inputs("parameters").items():
+            value = source.get("runtimeValue")
+            if value is None:
+                continue
+            field = task.field("inputs.parameters", key, "runtimeValue")
+            if "constantValue" in value and backend.name == "kubeflow":
+                yield Violation("runtime-value", field + ".constantValue", "the backend's driver resolves only "
+                                "`constant` (schema 2.1): a constantValue fails the task")
+            text = value.get("constant", value.get("constantValue", {}).get("stringValue"))
+            if isinstance(text, str) and _PLACEHOLDER.search(text) and text not in RUN_PLACEHOLDERS:
+                yield Violation("runtime-value", field, f"{text!r}: the driver replaces a placeholder only when "
+                                f"it is the whole constant, and the dry run fills only {', '.join(RUN_PLACEHOLDERS)}")
 
 
 def _conditions(pipeline: Pipeline, backend: Backend) -> Iterator[Violation]:
@@ -346,8 +408,22 @@ RULES = (
          _dependencies),
     Rule("acyclic", "argo-workflows workflow/validate/validate.go, verifyNoCycles: \"dependency cycle detected\"",
          _acyclic),
-    Rule("trigger-policy", f"{_KFP}/compiler/argocompiler/dag.go, DAG: ALL_UPSTREAM_TASKS_COMPLETED marks an exit "
-         "handler's task, which the dry run does not emulate", _trigger_policies),
+    Rule("trigger-policy", "api/v2alpha1/pipeline_spec.proto, TriggerPolicy.TriggerStrategy: "
+         "ALL_UPSTREAM_TASKS_SUCCEEDED (the default) or ALL_UPSTREAM_TASKS_COMPLETED (an exit handler's task, "
+         "exit-task); others are not emulated", _trigger_policies),
+    Rule("exit-task", f"{_KFP}/compiler/argocompiler/dag.go, DAG: an ALL_UPSTREAM_TASKS_COMPLETED task becomes the "
+         "Argo exit hook (`hooks: exit`) of each task it depends on, run when that task ends, succeeded or "
+         "failed; TFX compiles one such task after `tfx-dag` (tfx/orchestration/kubeflow/v2/pipeline_builder.py, "
+         "build; step_builder.py, is_exit_handler); the dry run runs only that form", _exit_tasks),
+    Rule("final-status", f"{_KFP}/driver/resolve.go, resolveInputParameter, TaskFinalStatus: the state of the "
+         "task's first dependent task (\"task %v has no dependent tasks\"); kfp/dsl/task_final_status.py: "
+         "Vertex's states SUCCEEDED, FAILED, CANCELLED", _final_status),
+    Rule("runtime-value", f"{_KFP}/driver/resolve.go, resolveInputParameter, RuntimeValue: only the `constant` "
+         "form (\"param runtime value spec of type %T not implemented\"), with {{$.pipeline_job_name}}, "
+         "{{$.pipeline_job_resource_name}}, {{$.pipeline_job_uuid}} ... replaced when they are the whole "
+         "constant; Vertex reads schema 2.0's constantValue (TFX's Vertex compile) and is assumed to replace "
+         "the same placeholders there (not documented: RunLease refuses an owner left unreplaced)",
+         _runtime_values),
     Rule("condition", f"{_KFP}/expression/expression.go, Condition (CEL compiled before it runs; a compile "
          "error fails the driver, driver/container.go); the dry run knows the CEL TFX writes "
          "(dryrun/condition.py)", _conditions),

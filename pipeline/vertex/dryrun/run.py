@@ -20,20 +20,23 @@ import time
 from pathlib import Path
 from typing import Optional, TextIO
 
+from components.gcs import bucket_of
+from components.run_lease import RUN_LEASE_ID
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
 from pipeline.errors import ConfigError, PipelineFailed
+from pipeline.runs.lock import RunLocked
 from pipeline.runs.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, exit_code, format_summary, summarize
-from pipeline.vertex.dryrun import DEFAULT_DIR, forkserver, rules, spec, workers
+from pipeline.vertex.dryrun import DEFAULT_DIR, forkserver, gcs_emulator, rules, spec, workers
 from pipeline.vertex.dryrun.backend import BACKENDS, KUBEFLOW, VERTEX, Backend
 from pipeline.vertex.dryrun.bucket import BucketMap
 from pipeline.vertex.dryrun.cache import CacheIndex
 from pipeline.vertex.dryrun.customjob import VertexEmulator
-from pipeline.vertex.dryrun.driver import Scope, root_scope
+from pipeline.vertex.dryrun.driver import Scope, root_scope, run_placeholders
 from pipeline.vertex.dryrun.launcher import uses_dataflow
 from pipeline.vertex.dryrun.record import Recorder
-from pipeline.vertex.dryrun.spec import Dag, Job, Pipeline, in_order, kubeflow_run, submitted_job
+from pipeline.vertex.dryrun.spec import Dag, Job, Pipeline, exit_task, in_order, kubeflow_run, submitted_job
 from pipeline.vertex.dryrun.tasks import FAILED, NOT_STARTED, RunContext, TaskResult, drive_dag_task, run_container_task
 
 log = logging.getLogger(__name__)
@@ -84,9 +87,12 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
     local_config = local_view(config, bucket)
     _seed(config, bucket, stream)
     result = DryRun(bucket, local_config, service_dir, [])
-    with forkserver.serving(template, service_dir / "forkserver.log", stream, fresh=fresh_processes):
+    # The run lease and the version claims get GCS semantics from fake-gcs-server (gcs_emulator.py).
+    with gcs_emulator.shared(bucket.root.parent, [bucket_of(config.pipeline.root_uri)]) as gcs_env, \
+            forkserver.serving(template, service_dir / "forkserver.log", stream, fresh=fresh_processes):
         for _ in range(runs):
-            result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend))
+            result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend,
+                                        gcs_env))
     return result
 
 
@@ -120,17 +126,18 @@ def _seed(config: Config, bucket: BucketMap, stream: TextIO) -> None:
 
 
 def _one_run(config: Config, local_config: Config, template: Path, bucket: BucketMap, service_dir: Path,
-             stream: TextIO, backend: Backend) -> RunResult:
+             stream: TextIO, backend: Backend, gcs_env: dict[str, str]) -> RunResult:
     started = time.monotonic()
     job = _submitted(config, template, backend)
-    while (service_dir / "logs" / job.job_id).exists():
-        # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id.
+    (service_dir / "logs").mkdir(parents=True, exist_ok=True)
+    while not _claim_job_id(service_dir / "logs" / job.job_id):
+        # Job ids are <name>-<time in seconds>; Vertex refuses a second job of the same id. Claimed with
+        # mkdir, so two dry runs started together on one directory never share one (nor a run lease owner).
         time.sleep(0.2)
         job = _submitted(config, template, backend)
     pipeline = spec.read(job.spec)
     rules.enforce(pipeline, backend)
     logs = service_dir / "logs" / job.job_id
-    logs.mkdir(parents=True, exist_ok=True)
     _announce(config, job.job_id, pipeline, bucket, backend, stream)
     os.makedirs(os.path.dirname(local_config.pipeline.metadata_path), exist_ok=True)
     log_file = str(service_dir / "logs" / f"{job.job_id}.log")
@@ -141,9 +148,10 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
         stream.flush()
         log.info("%s", text)
 
-    settings = workers.Settings(_task_env(), logs, bucket.local, say, REPO_ROOT)
+    settings = workers.Settings({**_task_env(), **gcs_env}, logs, bucket.local, say, REPO_ROOT)
     # Only Vertex has a training service (the Trainer's CustomJob); on Kubeflow the Trainer runs in its task.
-    training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator",
+    # Its trust files per job: a dry run started together on this directory has its own CA.
+    training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator" / job.job_id,
                               lambda name, job_body: workers.start(name, job_body, settings), say) \
         if backend is VERTEX else contextlib.nullcontext(NO_TRAINING_SERVICE)
     with run_logging(log_file, stream), training as emulator:
@@ -155,15 +163,28 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
                          settings.env, logs, config.beam.args,
                          f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
                          if backend is VERTEX else f"namespaces/{config.kubeflow.namespace}", say)
-        _run_dag(pipeline, pipeline.root, root_scope(job), ctx, results)
+        _run_dag(pipeline, pipeline.root, root_scope(job, run_placeholders(job, backend, ctx.resource_prefix)),
+                 ctx, results)
         jobs = [run for run, _ in emulator.jobs.values()]
         summary = _summarize(local_config, job.job_id, log_file, results, stream, time.monotonic() - started)
-    failed = [r for r in results if r.state == FAILED]
+    # The task that failed first, not the DAG tasks that failed because of it.
+    failed = sorted((r for r in results if r.state == FAILED), key=lambda r: r.error == DAG_FAILED)
+    busy = next((_busy(r) for r in failed if r.name == RUN_LEASE_ID), None)
+    if busy:
+        raise RunLocked(busy)
     if failed:
         raise PipelineFailed(f"dry run {job.job_id}: {failed[0].name} failed: {failed[0].error}\n"
                              f"log: {failed[0].log}" + "".join(f"\n{e}" for e in emulator.errors)
                              + "".join(f"\nCustomJob {j.name}: {j.error}" for j in jobs if j.error))
     return RunResult(job.job_id, results, summary, jobs)
+
+
+def _claim_job_id(logs: Path) -> bool:
+    try:
+        logs.mkdir()
+    except FileExistsError:
+        return False
+    return True
 
 
 def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, results: list[TaskResult]) -> bool:
@@ -177,7 +198,8 @@ def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, result
     """
     first = len(results)
     for task in in_order(dag):
-        waiting = [u for u in task.upstream if u not in scope.outputs]
+        # An exit task starts once its upstream tasks completed, succeeded or not (rules.py, exit-task).
+        waiting = [u for u in task.upstream if u not in (scope.states if exit_task(task) else scope.outputs)]
         if waiting:
             states = {r.name: r.state for r in results}
             ctx.say(f"  {task.name} not started: it needs " + ", ".join(f"{u} ({states.get(u)})" for u in waiting))
@@ -187,15 +209,27 @@ def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, result
             result = drive_dag_task(task, ctx, scope)
             results.append(result)
             if result.succeeded:
-                inner = Scope({}, result.inputs["parameters"], result.inputs["artifacts"])
+                inner = scope.inner(result.inputs["parameters"], result.inputs["artifacts"])
                 if not _run_dag(pipeline, pipeline.sub_dag(task), inner, ctx, results):
-                    result.state, result.error = FAILED, "a task of its DAG failed"
+                    result.state, result.error = FAILED, DAG_FAILED
         else:
             result = run_container_task(task, ctx, scope)
             results.append(result)
         if result.succeeded:
             scope.outputs[task.name] = result.outputs
+        scope.states[task.name] = ctx.backend.final_state(result.state != FAILED)
     return not any(r.state == FAILED for r in results[first:])
+
+
+DAG_FAILED = "a task of its DAG failed"
+
+
+def _busy(result: TaskResult) -> Optional[str]:
+    """The run lease task's refusal (another run holds the root, components/lease.py LeaseBusy) from its log;
+    None when it failed for another reason."""
+    text = result.log.read_text(errors="replace") if result.log and result.log.exists() else ""
+    found = [line.split("LeaseBusy: ", 1)[-1].strip() for line in text.splitlines() if "LeaseBusy: " in line]
+    return found[-1] if found else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -160,6 +160,14 @@ def _dag(spec: dict[str, Any], name: str, field: str, component: dict[str, Any])
     return Dag(name, field, component.get("inputDefinitions", {}), tasks)
 
 
+EXIT_STRATEGY = "ALL_UPSTREAM_TASKS_COMPLETED"
+
+
+def exit_task(task: Task) -> bool:
+    """An exit handler's task: it runs once its upstream tasks completed, whether they succeeded or failed."""
+    return task.spec.get("triggerPolicy", {}).get("strategy") == EXIT_STRATEGY
+
+
 def in_order(dag: Dag) -> list[Task]:
     """Upstream first; ties by name, so every dry run of a spec runs in the same order (rules.py: acyclic)."""
     done: list[Task] = []
