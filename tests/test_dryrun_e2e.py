@@ -1,10 +1,11 @@
 """The shipped Vertex config, compiled as submit does and dry-run here twice.
 
 Run 1 is two dry runs at once on one directory: this one and a `python -m pipeline dryrun`
-process (pipeline.lock_wait_seconds=0), started as soon as this one holds the bucket root's run
-lease (fake-gcs-server, pipeline/vertex/dryrun/gcs_emulator.py), so which one wins is not left
-to a race the tests would then depend on. They take turns: this one runs the pipeline and
-pushes, the other exits 5 naming it, and its exit handler leaves the lease alone.
+process (pipeline.lock_wait_seconds=0), which runs while this one holds the bucket root's run
+lease (fake-gcs-server, pipeline/vertex/dryrun/gcs_emulator.py), so the outcome is not left to
+a race (with the fork server a dry run can finish before another has started its first task).
+They take turns: this one runs the pipeline and pushes, the other exits 5 naming it, and its
+exit handler leaves the lease alone.
 Run 1 pushes a blessed model trained on the emulated TPU; the bucket's data
 then changes, and run 2, compiled with a two-worker CPU pool, must re-ingest
 it (Vertex's cache rule: the Snapshot task is not a cache hit), train with two
@@ -20,8 +21,6 @@ import json
 import re
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -42,39 +41,36 @@ ADDED_ROWS = 30
 RIVAL: dict = {}  # the dry run started together with run 1: its exit code and log
 
 
+class _RivalWhileLeaseHeld(io.StringIO):
+    """Run 1's console. When run 1's RunLease task is done (it holds the lease), a `python -m pipeline
+    dryrun` process on the same directory runs to its end before run 1's next task starts: the two
+    overlap for certain, whatever the machine's speed, with nothing of the dry run patched."""
+
+    def __init__(self, command: list[str], log: Path):
+        super().__init__()
+        self.command, self.log, self.code = command, log, None
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if self.code is None and "RunLease done in" in text:
+            with open(self.log, "w") as log:
+                self.code = subprocess.run(self.command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                           timeout=900).returncode
+        return written
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     config = load_config("configs/vertex.yaml", SHORT)
     local_dir = tmp_path_factory.mktemp("dryrun")
-    first_out, second_out = io.StringIO(), io.StringIO()
+    second_out = io.StringIO()
     rival_log = local_dir.parent / f"{local_dir.name}-rival.log"
-    done: dict = {}
-
-    def run_1():
-        try:
-            done["result"] = dry_run(config, local_dir, stream=first_out)
-        except BaseException as e:  # re-raised below, in the test's thread
-            done["error"] = e
-
-    thread = threading.Thread(target=run_1)
-    thread.start()
-    logs = local_dir / "vertex" / config.pipeline.name / "logs"
-    while thread.is_alive() and not any("holds the run lease" in p.read_text(errors="replace")
-                                        for p in logs.glob("*/RunLease.log")):
-        time.sleep(0.5)
-    with open(rival_log, "w") as log:
-        rival = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "dryrun", "--config", "configs/vertex.yaml", "--local-dir",
-             str(local_dir), *(f"--set={s}" for s in [*SHORT, "pipeline.lock_wait_seconds=0"])],
-            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            thread.join()
-        finally:
-            rival.wait(timeout=600)
-    if "error" in done:
-        raise done["error"]
-    first = done["result"]
-    RIVAL.update(code=rival.returncode, log=rival_log.read_text())
+    first_out = _RivalWhileLeaseHeld(
+        [sys.executable, "-m", "pipeline", "dryrun", "--config", "configs/vertex.yaml", "--local-dir",
+         str(local_dir), *(f"--set={s}" for s in [*SHORT, "pipeline.lock_wait_seconds=0"])], rival_log)
+    first = dry_run(config, local_dir, stream=first_out)
+    assert first_out.code is not None, "the rival dry run never started: no 'RunLease done' in run 1's console"
+    RIVAL.update(code=first_out.code, log=rival_log.read_text())
     csv_path = Path(first.bucket.local(config.data.input_dir)) / "penguins.csv"
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
