@@ -1,4 +1,4 @@
-"""ExampleGen that reads the DatasetSnapshot artifact: TFX's CsvExampleGen, with the snapshot as its input.
+"""ExampleGen that reads the DatasetSnapshot artifact: TFX's CsvExampleGen's output, with the snapshot as its input.
 
 TFX's CsvExampleGen takes its data dir as the `input_base` parameter. The
 snapshot's data dir is known only when the Snapshot has run, so it would have
@@ -9,8 +9,9 @@ one as a `taskOutputParameter` whose producerTask is `<id>_task`
 backend/src/v2/compiler/argocompiler/dag.go), Vertex the job
 (kubeflow/pipelines#9681). Here the DatasetSnapshot is an input artifact, as
 on any other edge of the DAG, and the executor reads the data dir from it
-(`snapshot_dir`); then TFX's own executor (or the span ExampleGen's,
-components/span_example_gen.py) writes the same Examples as before.
+(`snapshot_dir`); then an executor that writes the Examples TFX's
+CsvExampleGen writes, from record batches (components/csv_examples.py; in
+span layout components/span_example_gen.py).
 
 No driver. TFX's FileBasedDriver resolves `{SPAN}`/`{VERSION}` patterns and
 adds `span`, `version` and `input_fingerprint` to the execution properties and
@@ -34,12 +35,11 @@ from typing import Any, Optional
 from tfx import types
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
-from tfx.components.example_gen.csv_example_gen import executor as csv_executor
 from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 
-from components import span_example_gen
+from components import csv_examples, span_example_gen
 from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot, snapshot_dir
 from components.snapshot.store import DATA_DIR
 
@@ -75,8 +75,8 @@ class _FromSnapshot:
         super().Do(input_dict, output_dict, props)
 
 
-class Executor(_FromSnapshot, csv_executor.Executor):
-    """TFX's CsvExampleGen executor."""
+class Executor(_FromSnapshot, csv_examples.Executor):
+    """TFX's CsvExampleGen's examples and layout."""
 
 
 class SpanExecutor(_FromSnapshot, span_example_gen.Executor):

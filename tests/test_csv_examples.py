@@ -1,0 +1,164 @@
+"""The batch ExampleGen (components/csv_examples.py) writes the examples TFX's CsvExampleGen writes, in the same
+splits: on penguins, taxi, generated rows and a file of CSV's awkward cases."""
+
+from __future__ import annotations
+
+import collections
+import random
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from tfx.components.example_gen.csv_example_gen import executor as csv_executor
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_artifacts
+from tfx.utils import proto_utils
+from tfx_bsl.coders import csv_decoder
+
+from bench.data_generator import write_dataset
+from components import csv_examples
+from pipeline.config import REPO_ROOT
+from tests.test_span_example_gen import SPLITS
+
+FLAT = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*")])
+
+# Cells Python's csv module and TFX's type rule treat specially, each in a column of its own kind.
+AWKWARD = '''\
+id,mixed,floaty,big,quoted,empty_col,spaced
+1,7,1.5,12,"a, with comma",," 3"
+2,x,2,9223372036854775807,"two
+lines",,4
+3,,-0.0,123456789012345678901,"say ""hi""",,5
+
+4,8,1e3,1,plain,,"6"
+5,,inf,2,"",, 7
+6,9,.5,3,ünïcode,,8
+'''
+
+
+def _run(executor, input_base: Path, out: Path, input_config=FLAT) -> standard_artifacts.Examples:
+    examples = standard_artifacts.Examples()
+    examples.uri = str(out)
+    executor.Do({}, {"examples": [examples]}, {
+        "input_base": str(input_base),
+        "input_config": proto_utils.proto_to_json(input_config),
+        "output_config": proto_utils.proto_to_json(SPLITS),
+        "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
+        "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP})
+    return examples
+
+
+def _records(pattern: str) -> list[bytes]:
+    return [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(pattern), compression_type="GZIP")]
+
+
+def _canonical(records: list[bytes]) -> collections.Counter:
+    # TFX writes SerializeToString(), whose feature order changes from process to process.
+    return collections.Counter(tf.train.Example.FromString(r).SerializeToString(deterministic=True) for r in records)
+
+
+def _same_as_csv_example_gen(input_base: Path, tmp_path: Path, min_rows: int) -> None:
+    ours = _run(csv_examples.Executor(), input_base, tmp_path / "ours")
+    theirs = _run(csv_executor.Executor(), input_base, tmp_path / "theirs")
+    assert ours.split_names == theirs.split_names
+    total = 0
+    for split in ("train", "eval"):
+        mine = _records(f"{ours.uri}/Split-{split}/data_tfrecord-*.gz")
+        assert _canonical(mine) == _canonical(_records(f"{theirs.uri}/Split-{split}/*"))
+        assert collections.Counter(mine) == _canonical(mine)  # written deterministically already
+        total += len(mine)
+    assert total >= min_rows
+    for key in ("payload_format", "file_format"):
+        assert ours.get_string_custom_property(key) == theirs.get_string_custom_property(key)
+
+
+def _copy(source: Path, to: Path) -> Path:
+    to.mkdir(parents=True)
+    (to / source.name).write_bytes(source.read_bytes())
+    return to
+
+
+def test_penguins_as_csv_example_gen_makes_them(tmp_path):
+    # The raw file: NA cells make its numeric columns strings, as they do for TFX.
+    _same_as_csv_example_gen(_copy(REPO_ROOT / "data" / "penguins" / "penguins.csv", tmp_path / "in"), tmp_path, 344)
+
+
+def test_taxi_as_csv_example_gen_makes_them(tmp_path):
+    # Empty cells in int and float columns, long strings, an all-integer float column.
+    _same_as_csv_example_gen(_copy(REPO_ROOT / "data" / "taxi" / "data.csv", tmp_path / "in"), tmp_path, 15_000)
+
+
+def test_generated_shards_as_csv_example_gen_makes_them(tmp_path):
+    write_dataset(tmp_path / "in", 3_000, seed=3, shards=3)
+    _same_as_csv_example_gen(tmp_path / "in", tmp_path, 3_000)
+
+
+def test_awkward_csv_as_csv_example_gen_makes_it(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text(AWKWARD, encoding="utf-8")
+    _same_as_csv_example_gen(tmp_path / "in", tmp_path, 6)
+
+
+def test_column_types_follow_tfx_rule_on_random_cells():
+    """TFX's ColumnTypeInferrer and ours, over random mixes of cells that sit on the rule's edges."""
+    cells = [b"", b"0", b"-7", b" 12", b"1_000", b"9223372036854775807", b"9223372036854775808",
+             b"-9223372036854775809", b"1.5", b"1e5", b"nan", b"-inf", b"Infinity", b"1.5.1", b"abc", b".", b"+3"]
+    rng = random.Random(0)
+    for _ in range(400):
+        column = [rng.choice(cells) for _ in range(rng.randint(1, 6))]
+        inferrer = csv_decoder.ColumnTypeInferrer(["c"], skip_blank_lines=True)
+        acc = inferrer.create_accumulator()
+        for cell in column:
+            acc = inferrer.add_input(acc, [cell])
+        expected = inferrer.extract_output(acc)[0].type
+        split = rng.randint(0, len(column))  # two batches, merged as the combiner merges them
+        ours = csv_examples.column_type(column[split:], csv_examples.column_type(column[:split]))
+        assert (ours if ours is not None else csv_decoder.ColumnType.UNKNOWN) == expected, column
+
+
+def test_a_row_with_too_many_cells_is_named_with_its_file_and_record(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.csv").write_text("a,b\n1,2\n\n3,4,5\n")
+    with pytest.raises(csv_examples.CsvInputError,
+                       match=r"bad.csv: record 3 after the header has 3 cells, the header 2"):
+        _run(csv_examples.Executor(), tmp_path / "in", tmp_path / "out")
+
+
+def test_an_unclosed_quote_is_named(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.csv").write_text('a,b\n1,"2\n3,4\n')
+    with pytest.raises(csv_examples.CsvInputError, match=r"bad.csv: a quoted cell is not closed"):
+        _run(csv_examples.Executor(), tmp_path / "in", tmp_path / "out")
+
+
+def test_files_with_different_headers_are_named(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "1.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "in" / "2.csv").write_text("a,c\n1,2\n")
+    with pytest.raises(csv_examples.CsvInputError, match=r"2.csv has a different header from .*1.csv"):
+        _run(csv_examples.Executor(), tmp_path / "in", tmp_path / "out")
+
+
+def test_what_it_does_not_do_is_refused_by_name():
+    two_inputs = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="train", pattern="train/*"),
+                                               example_gen_pb2.Input.Split(name="eval", pattern="eval/*")])
+    by_feature = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(
+        splits=SPLITS.split_config.splits, partition_feature_name="species"))
+    with pytest.raises(NotImplementedError, match=r"2 input splits.*partition_feature_name 'species'.*"
+                                                  r"output_file_format .*use TFX's CsvExampleGen"):
+        csv_examples.check_configs(two_inputs, by_feature, example_gen_pb2.FORMAT_TF_EXAMPLE,
+                                   example_gen_pb2.FORMAT_PARQUET)
+    csv_examples.check_configs(FLAT, SPLITS, example_gen_pb2.FORMAT_TF_EXAMPLE, example_gen_pb2.FORMAT_TFRECORDS_GZIP)
+
+
+def test_a_block_boundary_inside_a_quoted_cell(tmp_path, monkeypatch):
+    """Blocks are read 16 MB at a time; here 7 bytes, so boundaries fall inside quoted, multi-line cells."""
+    monkeypatch.setattr(csv_examples, "_BLOCK_BYTES", 7)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text(AWKWARD, encoding="utf-8")
+    rows = [r for batch in csv_examples.read_batches(str(tmp_path / "in" / "a.csv"), AWKWARD.splitlines()[0].split(","))
+            for r in batch]
+    reader = csv_executor._ReadCsvRecordsFromTextFile()
+    parse = csv_decoder._CSVRecordReader(",")
+    expected = [c for c in (parse.ReadLine(r) for r in reader.process(str(tmp_path / "in" / "a.csv"))) if c]
+    assert rows == expected and len(rows) == 6
