@@ -11,7 +11,8 @@ def markdown(r: dict) -> str:
     lines += [f"Machine: {m.get('cpus')} CPUs, {m.get('memory_gb')} GB, shared with other work. Each part "
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
     for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi),
-                      ("analyzer_cache", _analyzer_cache), ("input", _input)):
+                      ("analyzer_cache", _analyzer_cache), ("input", _input),
+                      ("example_gen", _example_gen)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -127,6 +128,23 @@ def _scale(s: dict) -> list[str]:
                  f"{'met' if s['largest_within_target'] else 'NOT met'}).")
     lines.append("")
     return lines
+
+
+def _example_gen(e: dict) -> list[str]:
+    lines = ["## 7. ExampleGen alone: ours vs TFX's CsvExampleGen on the same files", "", _when(e), "",
+             "Each in a fresh process (imports included), the pipeline's local Beam settings for the size; "
+             f"rows/s/core over {e['cpus']} cores. Plot: `<date>-example-gen.png` beside this file.", "",
+             "| rows | ours s (peak MB) | ours rows/s/core | TFX s (peak MB) | TFX rows/s/core | ratio |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for n in sorted(e["runs"], key=int):
+        r = e["runs"][n]
+        cells = []
+        for side in ("ours", "tfx"):
+            x = r[side]
+            cells += ([f"{x['wall_seconds']:.1f} ({x['peak_rss_mb']})", str(x["rows_per_second_per_core"])]
+                      if "wall_seconds" in x else [x.get("skipped", "-"), "-"])
+        lines.append(f"| {n} | " + " | ".join(cells) + f" | {_md(r.get('ratio'))} |")
+    return lines + [""]
 
 
 def _taxi(t: dict) -> list[str]:

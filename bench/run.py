@@ -10,7 +10,9 @@
 5. analyzer cache: a rolling window's next run with Transform's analyzer
    cache vs without it (bench/analyzer_cache.py);
 6. input: the trainer's input pipeline without and with its tf.data fixes,
-   and the cost of the trainer's input-bound check (bench/input_bench.py).
+   and the cost of the trainer's input-bound check (bench/input_bench.py);
+7. ExampleGen alone at each --sizes row count: ours vs TFX's CsvExampleGen on
+   the same files (bench/example_gen_bench.py), with a plot.
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -36,6 +38,7 @@ import psutil
 from bench import local, taxi, tfx_penguin
 from bench.analyzer_cache import WINDOW, bench_analyzer_cache
 from bench.data_generator import write_dataset
+from bench.example_gen_bench import bench_example_gen, plot_example_gen
 from bench.measure import run_measured
 from bench.results_md import markdown
 from bench.side_by_side import CONFIG_FILE, ENV, fastest, measure, measure_example, measure_ours
@@ -202,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["local", "trainer", "scale", "taxi", "cache", "input"])
+                        choices=["local", "trainer", "scale", "taxi", "cache", "input", "example_gen"])
     parser.add_argument("--cache-rows", type=int, default=100_000,
                         help="rows per span in the analyzer cache comparison")
+    parser.add_argument("--example-gen-tfx-max-rows", type=int, default=1_000_000,
+                        help="largest size at which TFX's CsvExampleGen runs too (it took 833 s at 10M rows)")
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
@@ -252,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             print("input: the trainer's input pipeline without and with its tf.data fixes ...", flush=True)
             results["input"] = _stamped(bench_input, work)
             print(results["input"].get("text") or results["input"].get("failed"), flush=True)
+        if sizes and "example_gen" not in args.skip:
+            print("ExampleGen: ours vs TFX's CsvExampleGen on the same files ...", flush=True)
+            results["example_gen"] = _stamped(bench_example_gen, work, sizes, beam_settings,
+                                              args.example_gen_tfx_max_rows)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise
@@ -266,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     json_path = results_dir / f"{today:%Y-%m-%d}.json"
     merged = merge_results(json_path, results)
     json_path.write_text(json.dumps(merged, indent=2, default=_json_default) + "\n")
+    if "example_gen" in results:
+        plot_example_gen(merged["example_gen"], results_dir / f"{today:%Y-%m-%d}-example-gen.png")
     md = markdown(merged)
     (results_dir / f"{today:%Y-%m-%d}.md").write_text(md + "\n")
     print(md)

@@ -38,13 +38,18 @@ partition feature, to tf.Examples in gzipped TFRecords: the pipeline's use
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
+import io
 import posixpath
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
+from apache_beam import coders
+from apache_beam.io import tfrecordio
+from apache_beam.io.filesystem import CompressionTypes
 from tfx import types
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen import write_split
@@ -100,24 +105,24 @@ def read_batches(path: str, column_names: Sequence[str], batch_rows: int = BATCH
     commas, which is what Python's csv module makes of such lines; any other
     block goes line by line through TFX's own reader and parser.
     """
-    rows: list[list[bytes]] = []
-    number = 0
-    for cells in _records(path):
-        number += 1
-        if not cells:
-            continue  # a blank line, skipped as TFX skips it
-        if len(cells) != len(column_names):
-            raise CsvInputError(f"{path}: record {number} after the header has {len(cells)} cells, "
-                                f"the header {len(column_names)} ({','.join(column_names)})")
-        rows.append(cells)
-        if len(rows) == batch_rows:
-            yield rows
-            rows = []
+    width, rows, number = len(column_names), [], 0
+    for records in _records(path):
+        lengths = set(map(len, records))
+        if lengths - {width, 0}:
+            at = next(i for i, r in enumerate(records) if len(r) not in (width, 0))
+            raise CsvInputError(f"{path}: record {number + at + 1} after the header has {len(records[at])} cells, "
+                                f"the header {width} ({','.join(column_names)})")
+        number += len(records)
+        rows.extend(r for r in records if r) if 0 in lengths else rows.extend(records)  # TFX skips blank lines
+        while len(rows) >= batch_rows:
+            yield rows[:batch_rows]
+            del rows[:batch_rows]
     if rows:
         yield rows
 
 
-def _records(path: str) -> Iterator[list[bytes]]:
+def _records(path: str) -> Iterator[list[list[bytes]]]:
+    """The file's records after its header, a block's at a time, each a list of cells ([] for a blank line)."""
     parse = csv_decoder._CSVRecordReader(",")  # noqa: SLF001 - TFX's parser
     pending = csv_executor._CsvLineBuffer()  # noqa: SLF001 - TFX's joining of a quoted cell's lines
     with beam.io.filesystems.FileSystems.open(path) as f:  # as TFX's reader opens it
@@ -141,12 +146,14 @@ def _records(path: str) -> Iterator[list[bytes]]:
             if lines[-1] == b"":
                 lines.pop()
             if pending.is_empty() and not any(c in data for c in _NOT_PLAIN):
-                yield from (line.split(b",") if line else [] for line in lines)
+                yield [line.split(b",") if line else [] for line in lines]
                 continue
+            records = []
             for i, line in enumerate(lines):
                 pending.write(line.decode("utf-8") + ("\n" if i < len(lines) - 1 or data.endswith(b"\n") else ""))
                 if pending.is_complete_line():
-                    yield parse.ReadLine(pending.read())
+                    records.append(parse.ReadLine(pending.read()))
+            yield records
     if not pending.is_empty():
         raise CsvInputError(f"{path}: a quoted cell is not closed before the end of the file")
 
@@ -227,12 +234,20 @@ def encode(rows: list[list[bytes]], column_names: Sequence[str], types: dict[str
 
 def _field_1(payload: bytes) -> bytes:
     """`payload` as field 1 of a message (wire type 2: tag, varint length, bytes)."""
-    n, head = len(payload), bytearray(b"\n")
+    n = len(payload)
+    return (_FIELD_1_HEADS[n] if n < len(_FIELD_1_HEADS) else _field_1_head(n)) + payload
+
+
+def _field_1_head(n: int) -> bytes:
+    head = bytearray(b"\n")
     while n >= 0x80:
         head.append(n & 0x7F | 0x80)
         n >>= 7
     head.append(n)
-    return bytes(head) + payload
+    return bytes(head)
+
+
+_FIELD_1_HEADS = tuple(_field_1_head(n) for n in range(1 << 14))  # examples are rarely longer
 
 
 def _field_1_payload(message: bytes) -> bytes:
@@ -275,13 +290,15 @@ class _EncodeFile(beam.DoFn):
 
     def setup(self):
         self._encoder = example_coder.RecordBatchToExamplesEncoder()
+        self._split_of = functools.partial(split_of, buckets=self._buckets)
 
     def process(self, item: tuple[int, str], types: dict[str, ColumnType]) -> Iterator[tuple[int, list[bytes]]]:
         group, path = item
         for rows in read_batches(path, self._names):
             by_split: list[list[bytes]] = [[] for _ in self._buckets]
-            for record in encode(rows, self._names, types, self._encoder):
-                by_split[split_of(record, self._buckets)].append(record)
+            records = encode(rows, self._names, types, self._encoder)
+            for record, split in zip(records, map(self._split_of, records)):
+                by_split[split].append(record)
             for split, records in enumerate(by_split):
                 if records:
                     yield split * self._groups + group, records
@@ -352,5 +369,19 @@ def write_examples(pipeline: beam.Pipeline, column_names: Sequence[str], files: 
     for split, per_group in enumerate(prefixes):
         for group, prefix in enumerate(per_group):
             _ = (parts[split * groups + group]
-                 | f"Records[{split}][{group}]" >> beam.FlatMap(lambda item: item[1])
-                 | f"Write[{split}][{group}]" >> beam.io.WriteToTFRecord(prefix, file_name_suffix=".gz"))
+                 | f"Records[{split}][{group}]" >> beam.Values()
+                 | f"Write[{split}][{group}]" >> beam.io.Write(_TFRecordBatchSink(prefix)))
+
+
+class _TFRecordBatchSink(tfrecordio._TFRecordSink):  # noqa: SLF001 - Beam's TFRecord sink, a batch per element
+    """Beam's WriteToTFRecord(prefix, file_name_suffix=".gz") for elements that are lists of records: one
+    write per batch instead of a Beam element and a compressor call per record."""
+
+    def __init__(self, prefix: str):
+        super().__init__(prefix, coders.BytesCoder(), ".gz", 0, None, CompressionTypes.AUTO)
+
+    def write_record(self, file_handle, records: list[bytes]) -> None:
+        framed = io.BytesIO()
+        for record in records:
+            tfrecordio._TFRecordUtil.write_record(framed, record)  # noqa: SLF001 - the format's own framing
+        file_handle.write(framed.getvalue())

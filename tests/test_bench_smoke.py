@@ -220,3 +220,19 @@ def test_taxi_markdown_states_both_targets():
                                         "all_wall_seconds": {"ours": [40.0], "theirs": [160.0]}}})
     assert "ratio 0.25x" in text and "ours **0.950**, theirs **0.970**" in text and "NOT met" in text
     assert "same 5039 eval rows (same rows in both splits: yes)" in text
+
+
+def test_example_gen_part_measures_ours_and_skips_tfx_above_its_limit(tmp_path):
+    from bench.example_gen_bench import bench_example_gen, plot_example_gen
+    from bench.results_md import markdown
+
+    result = bench_example_gen(tmp_path, [600], bench_run.beam_settings, tfx_max_rows=500)
+    run = result["runs"]["600"]
+    assert run["ours"]["wall_seconds"] > 0 and run["ours"]["peak_rss_mb"] > 100
+    assert run["tfx"] == {"skipped": "above 500 rows"} and "ratio" not in run
+    written = sorted(p.name for p in (tmp_path / "eg-ours-600").rglob("*.gz"))
+    assert written and all(name.startswith("data_tfrecord-") for name in written)
+    plot_example_gen(result, tmp_path / "eg.png")
+    assert (tmp_path / "eg.png").stat().st_size > 5_000
+    stamped = {**result, "measured_at": "now", "load_average": {"start": [0], "end": [0]}}
+    assert "| 600 | " in markdown({"example_gen": stamped})
