@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as csv_executor
+from tfx.dsl.components.base import base_beam_executor
 from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
@@ -17,9 +18,10 @@ from tfx_bsl.coders import csv_decoder
 
 from bench.data_generator import write_dataset
 from components import csv_examples
-from pipeline.config import REPO_ROOT
+from pipeline.config import REPO_ROOT, load_config
 from tests.test_span_example_gen import SPLITS
 
+BEAM_ARGS = load_config(REPO_ROOT / "configs" / "local.yaml").beam.args
 FLAT = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*")])
 
 # Cells Python's csv module and TFX's type rule treat specially, each in a column of its own kind.
@@ -36,7 +38,9 @@ lines",,4
 '''
 
 
-def _run(executor, input_base: Path, out: Path, input_config=FLAT) -> standard_artifacts.Examples:
+def _run(executor_class, input_base: Path, out: Path, input_config=FLAT) -> standard_artifacts.Examples:
+    # The local run's Beam settings: without them Beam's DirectRunner first tries to download Prism.
+    executor = executor_class(base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=BEAM_ARGS))
     examples = standard_artifacts.Examples()
     examples.uri = str(out)
     executor.Do({}, {"examples": [examples]}, {
@@ -58,8 +62,8 @@ def _canonical(records: list[bytes]) -> collections.Counter:
 
 
 def _same_as_csv_example_gen(input_base: Path, tmp_path: Path, min_rows: int) -> None:
-    ours = _run(csv_examples.Executor(), input_base, tmp_path / "ours")
-    theirs = _run(csv_executor.Executor(), input_base, tmp_path / "theirs")
+    ours = _run(csv_examples.Executor, input_base, tmp_path / "ours")
+    theirs = _run(csv_executor.Executor, input_base, tmp_path / "theirs")
     assert ours.split_names == theirs.split_names
     total = 0
     for split in ("train", "eval"):
@@ -121,14 +125,14 @@ def test_a_row_with_too_many_cells_is_named_with_its_file_and_record(tmp_path):
     (tmp_path / "in" / "bad.csv").write_text("a,b\n1,2\n\n3,4,5\n")
     with pytest.raises(csv_examples.CsvInputError,
                        match=r"bad.csv: record 3 after the header has 3 cells, the header 2"):
-        _run(csv_examples.Executor(), tmp_path / "in", tmp_path / "out")
+        _run(csv_examples.Executor, tmp_path / "in", tmp_path / "out")
 
 
 def test_an_unclosed_quote_is_named(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "bad.csv").write_text('a,b\n1,"2\n3,4\n')
     with pytest.raises(csv_examples.CsvInputError, match=r"bad.csv: a quoted cell is not closed"):
-        _run(csv_examples.Executor(), tmp_path / "in", tmp_path / "out")
+        _run(csv_examples.Executor, tmp_path / "in", tmp_path / "out")
 
 
 def test_files_with_different_headers_are_named(tmp_path):
@@ -136,7 +140,7 @@ def test_files_with_different_headers_are_named(tmp_path):
     (tmp_path / "in" / "1.csv").write_text("a,b\n1,2\n")
     (tmp_path / "in" / "2.csv").write_text("a,c\n1,2\n")
     with pytest.raises(csv_examples.CsvInputError, match=r"2.csv has a different header from .*1.csv"):
-        _run(csv_examples.Executor(), tmp_path / "in", tmp_path / "out")
+        _run(csv_examples.Executor, tmp_path / "in", tmp_path / "out")
 
 
 def test_what_it_does_not_do_is_refused_by_name():
