@@ -264,8 +264,10 @@ def test_a_later_dry_run_reuses_the_server_unless_its_environment_differs_in_wha
     template = tmp_path / "pipeline.json"
     template.write_text(json.dumps({"pipelineSpec": {"deploymentSpec": {"executors": {"e": {"container": {
         "command": ["python", "-m", "probe_task"], "args": ["show"]}}}}}}))
-    # Each dry run has its own fake-gcs-server (read when used); TF_CPP_MIN_LOG_LEVEL is not in RUN_TIME_ENV.
-    envs = [env, {**env, EMULATOR_ENV: "http://127.0.0.1:2"}, {**env, "TF_CPP_MIN_LOG_LEVEL": "3"}]
+    # Each dry run has its own fake-gcs-server, each test its pytest name (read when used); TF_CPP_MIN_LOG_LEVEL is
+    # not in RUN_TIME_ENV.
+    envs = [env, {**env, EMULATOR_ENV: "http://127.0.0.1:2", "PYTEST_CURRENT_TEST": "t.py::other (setup)"},
+            {**env, "TF_CPP_MIN_LOG_LEVEL": "3"}]
     servers, seen, consoles = [], [], []
     for n, run_env in enumerate(envs):
         console = io.StringIO()
@@ -288,6 +290,7 @@ def test_a_later_dry_run_reuses_the_server_unless_its_environment_differs_in_wha
     # Each dry run's forkserver.log has what the server said while it served that run.
     logs = [(tmp_path / f"run{n}" / "forkserver.log").read_text() for n in range(3)]
     assert "imports preloaded" in logs[0] and "imports preloaded" not in logs[1] and "imports preloaded" in logs[2]
+    assert "a new fork server: the one an earlier dry run of this process left cannot fork its tasks" in logs[2]
     assert f"kept from an earlier dry run of this process (its start: {tmp_path / 'run0' / 'forkserver.log'})" \
         in logs[1]
     for n, log in enumerate(logs):

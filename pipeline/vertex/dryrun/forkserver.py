@@ -111,6 +111,9 @@ RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
     # the mount when it maps a path (api_uri).
     EMULATOR_ENV: (),
     MOUNT_ENV: (),
+    # pytest names the test phase running in its process (so in each task of a test's dry run); only functions
+    # read it (google/genai/_replay_api_client.py _debug_print, ipykernel/iostream.py OutStream.__init__).
+    "PYTEST_CURRENT_TEST": (),
     "AIP_MODEL_DIR": _AIPLATFORM_ENV,
     "AIP_CHECKPOINT_DIR": _AIPLATFORM_ENV,
     "AIP_TENSORBOARD_LOG_DIR": _AIPLATFORM_ENV,
@@ -205,7 +208,11 @@ def _server_for(run: Run, env: dict[str, str], cwd) -> "Server":
             if unfit is None:
                 _kept.serve(run)
                 return _kept
-            run.say(f"  a new fork server: the one an earlier dry run of this process left {unfit}", key="new")
+            why = f"a new fork server: the one an earlier dry run of this process left {unfit}"
+            run.say(f"  {why}", key="new")
+            run.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(run.log, "a") as log:
+                log.write(why + "\n")
             _kept.close()
         atexit.unregister(close_kept)
         atexit.register(close_kept)
