@@ -4,7 +4,15 @@ Every container task and CustomJob replica of a dry run is `python -m <module> .
 and each used to spend 8-16 s importing TensorFlow, Beam, TFX, TFT and TFMA
 before doing anything. `serving()` (around the runs of one `dry_run()`, run.py)
 starts `python -m pipeline.vertex.dryrun.forkserver` on the first such command,
-with that command's environment and cwd. The server imports what the spec's
+with that command's environment and cwd, and the process keeps it for its
+next dry runs (a test session makes many): a later dry run uses it when it
+preloaded the same modules and was started in the cwd of that run's first
+task and with an environment that differs from it only in RUN_TIME_ENV;
+else a new server replaces it (the console says why). It ends with the
+process (at exit, or when the process dies: its socket closes); what a dry
+run leaves running is stopped when that dry run ends. While it serves a dry
+run its own messages go to that run's forkserver.log (the first run's log
+has its start). The server imports what the spec's
 tasks will import anyway (`preload_modules`: the imports of each entrypoint
 module, at its top and in its functions, never the entrypoint itself, which
 runs once as `__main__` as with `-m`;
@@ -25,7 +33,8 @@ Fresh processes instead (each says why, once, on the console), fail safe:
 - `--fresh-processes`, or a command that is not `<this interpreter> -m <module>`,
   or a cwd other than the server's;
 - a request whose environment differs from the server's in a variable not in
-  RUN_TIME_ENV (variables known to be read when used, not at import), or in one
+  RUN_TIME_ENV (variables known to be read when used, not at import: what
+  differs between the tasks, runs and dry runs of one process), or in one
   whose import-time reader is loaded in the server;
 - a server that fails its start checks: after the preload, exactly one Python
   thread and TensorFlow's eager context not initialized (multi-worker and TPU
@@ -47,8 +56,8 @@ check, so a new library that starts one turns the server off, not on.
 
 What a forked task shares with the server, unlike a fresh container: the
 imported modules and their import-time state (as an image's site-packages
-would be, but also e.g. the one-time import warnings, which now go to
-forkserver.log instead of every task log), the hash seed (set and dict order
+would be, but also e.g. the one-time import warnings, which now go to the
+server's first forkserver.log instead of every task log), the hash seed (set and dict order
 of strings is the same in every task), numpy's global RandomState is reseeded
 from the OS as at import; Python's `random` reseeds itself at fork. At exit
 objects still alive are not finalized (no interpreter teardown, no C++ static
@@ -58,6 +67,7 @@ own process, with its own pid, memory, environment, cwd, argv and exit status.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import gc
@@ -75,6 +85,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from components.gcs import MOUNT_ENV
+from pipeline.vertex.dryrun.gcs_emulator import EMULATOR_ENV
+
 # Variables a request may carry with another value than the server's, because they are read when used,
 # not when a module is imported; with the modules that do read them at import (the server must not have
 # loaded those). Checked by grepping site-packages for module-level reads. All else fails closed.
@@ -88,6 +101,19 @@ RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
     # Each run's Vertex emulator (customjob.py) has its own port. gRPC's core reads it when it creates a
     # channel (http_proxy_mapper; grpc doc/environment_variables.md), tested in test_forkserver.py.
     "grpc_proxy": (),
+    # The rest of each run's Vertex emulator: gRPC loads its default roots on a process's first TLS channel
+    # (tested in test_forkserver.py); google.auth.default() reads the key's path when called
+    # (google/auth/_default.py, _get_explicit_environ_credentials).
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": (),
+    "GOOGLE_APPLICATION_CREDENTIALS": (),
+    # Each dry run's fake-gcs-server and bucket mount (gcs_emulator.py): google-cloud-storage reads the host when
+    # a Client is made (google/cloud/storage/_helpers.py, _get_storage_emulator_override), components/gcs.py
+    # the mount when it maps a path (api_uri).
+    EMULATOR_ENV: (),
+    MOUNT_ENV: (),
+    # pytest names the test phase running in its process (so in each task of a test's dry run); only functions
+    # read it (google/genai/_replay_api_client.py _debug_print, ipykernel/iostream.py OutStream.__init__).
+    "PYTEST_CURRENT_TEST": (),
     "AIP_MODEL_DIR": _AIPLATFORM_ENV,
     "AIP_CHECKPOINT_DIR": _AIPLATFORM_ENV,
     "AIP_TENSORBOARD_LOG_DIR": _AIPLATFORM_ENV,
@@ -96,45 +122,111 @@ RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
 FORK_SAFE_THREADS = ("jemalloc_bg_thd",)
 _HEADER = struct.Struct("!I")
 
-_active: Optional["Server"] = None
+_active: Optional["Run"] = None     # the dry run whose tasks start() forks
+_kept: Optional["Server"] = None    # this process's fork server, kept for its next dry run
+_kept_lock = threading.Lock()
 
 
 # -- the dry run's side ---------------------------------------------------------------
 
 @contextlib.contextmanager
-def serving(template: Path, log: Path, console, fresh: bool = False) -> Iterator[Optional["Server"]]:
-    """The fork server of one dry run of the spec `template` (started on its first `python -m` task);
-    none with `fresh`."""
+def serving(template: Path, log: Path, console, fresh: bool = False) -> Iterator[Optional["Run"]]:
+    """The fork server's service to one dry run of the spec `template` (see Run); none with `fresh`."""
     if fresh:
         console.write("task processes: each started fresh (--fresh-processes)\n")
         yield None
         return
     console.write("task processes: `python -m` commands are forked from a fork server that imports the "
-                  f"tasks' modules once (log: {log}); --fresh-processes starts each fresh\n")
-    with active(Server(preload_modules(template), log, console)) as server:
-        yield server
+                  f"tasks' modules once per process (log: {log}); --fresh-processes starts each fresh\n")
+    with active(Run(preload_modules(template), log, console)) as run:
+        yield run
 
 
 @contextlib.contextmanager
-def active(server: "Server") -> Iterator["Server"]:
-    """`start()` forks from `server` inside this block; the server is closed after it."""
+def active(run: "Run") -> Iterator["Run"]:
+    """`start()` forks for `run` inside this block; what is still running of it is stopped after it."""
     global _active
-    previous, _active = _active, server
+    previous, _active = _active, run
     try:
-        yield server
+        yield run
     finally:
         _active = previous
-        server.close()
+        run.end()
 
 
 def start(command: list[str], env: dict[str, str], cwd, stdout) -> Any:
-    """The process of one task or replica: forked by the active fork server when it can, else fresh.
+    """The process of one task or replica: forked by the active run's fork server when it can, else fresh.
     stdout: an open file; stderr goes there too."""
-    server = _active
-    child = server.spawn(command, env, cwd, stdout) if server is not None else None
+    run = _active
+    child = run.spawn(command, env, cwd, stdout) if run is not None else None
     if child is not None:
         return child
     return subprocess.Popen(command, env=env, cwd=cwd, stdout=stdout, stderr=subprocess.STDOUT)
+
+
+class Run:
+    """One dry run's use of this process's fork server. Its first `python -m` task picks the server: the one an
+    earlier dry run of this process left, if it preloaded the same modules and was started with this task's cwd
+    and an environment that differs only in RUN_TIME_ENV; else a new one, started with this task's environment
+    (the one it replaces is closed). The server's messages go to this run's `log`, ours to its `console`.
+    One dry run at a time per process: start() forks for the active one."""
+
+    def __init__(self, modules: list[str], log: Path, console):
+        self.modules, self.log, self.console = modules, Path(log), console
+        self.server: Optional[Server] = None
+        self._lock = threading.Lock()
+        self._said: set[str] = set()
+
+    def spawn(self, command: list[str], env: dict[str, str], cwd, stdout) -> Optional["ForkedProcess"]:
+        """A forked child running `command`, or None when it must run as a fresh process (said once)."""
+        if len(command) < 3 or command[1] != "-m" or command[0] != sys.executable:
+            return None  # not `python -m module`: fresh, as it always was
+        with self._lock:
+            if self.server is None:
+                self.server = _server_for(self, env, cwd)
+        return self.server.spawn(command, env, cwd, stdout)
+
+    def end(self) -> None:
+        """No task outlives its dry run (one that failed may leave some running); the server is kept."""
+        if self.server is not None:
+            self.server.stop_children()
+            self.server.run = None
+
+    def say(self, text: str, key: str) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            self.console.write(text + "\n")
+            self.console.flush()
+
+
+def _server_for(run: Run, env: dict[str, str], cwd) -> "Server":
+    """The kept server if it fits `run` (see Run), else a new one, kept in its place."""
+    global _kept
+    with _kept_lock:
+        if _kept is not None:
+            unfit = _kept.unfit(run.modules, env, cwd)
+            if unfit is None:
+                _kept.serve(run)
+                return _kept
+            why = f"a new fork server: the one an earlier dry run of this process left {unfit}"
+            run.say(f"  {why}", key="new")
+            run.log.parent.mkdir(parents=True, exist_ok=True)
+            with open(run.log, "a") as log:
+                log.write(why + "\n")
+            _kept.close()
+        atexit.unregister(close_kept)
+        atexit.register(close_kept)
+        _kept = Server(run.modules, run, env, cwd)
+        return _kept
+
+
+def close_kept() -> None:
+    """End this process's fork server (at exit; tests that must not leave theirs running)."""
+    global _kept
+    with _kept_lock:
+        server, _kept = _kept, None
+    if server is not None:
+        server.close()
 
 
 class ForkedProcess:
@@ -169,29 +261,65 @@ class ForkedProcess:
 
 
 class Server:
-    """The client of one fork server process; thread-safe (replicas start from workers.py's thread)."""
+    """The client of one fork server process, started with `env` and `cwd` for `run`'s first task and kept for the
+    process's next dry runs; thread-safe (replicas start from workers.py's thread)."""
 
-    def __init__(self, modules: list[str], log: Path, console):
-        self.modules, self.log, self.console = modules, Path(log), console
-        self.process: Optional[subprocess.Popen] = None
+    def __init__(self, modules: list[str], run: Run, env: dict[str, str], cwd):
+        self.modules, self.run = modules, run     # run: the dry run it serves now, where its messages go
+        # The environment it was given, before the interpreter's start (e.g. PEP 538's LC_CTYPE) and the imports
+        # changed it: what requests are compared with.
+        self.start_env, self.cwd, self.first_log = dict(env), str(cwd), run.log
         self.refused: Optional[str] = None      # why nothing is forked any more
-        self._sock: Optional[socket.socket] = None
-        self._start_lock, self._send_lock = threading.Lock(), threading.Lock()
+        self._send_lock = threading.Lock()
         self._hello = threading.Event()
         self._replies: dict[int, dict] = {}
         self._reply_ready = threading.Condition()
         self._children: dict[int, ForkedProcess] = {}
-        self._said: set[str] = set()
         self._next_id = 0
-        self._reader: Optional[threading.Thread] = None
+        ours, theirs = socket.socketpair()
+        run.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(run.log, "a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid()), *modules],
+                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=[theirs.fileno()])
+        theirs.close()
+        self._sock = ours
+        with contextlib.suppress(OSError):  # a server that died at once is reported by _read
+            _send(ours, {"op": "start", "env": env})
+        self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
+        self._reader.start()
+
+    def unfit(self, modules: list[str], env: dict[str, str], cwd) -> Optional[str]:
+        """Why this server cannot serve a dry run whose first task has `env` and `cwd`; None if it can."""
+        if self.refused is not None:
+            return f"forks no more ({self.refused})"
+        if self.process.poll() is not None:
+            return "has exited"
+        if modules != self.modules:
+            return "preloaded other modules (another spec)"
+        why = why_fresh({"argv": [sys.executable, "-m", "-"], "env": env, "cwd": str(cwd)}, self.start_env,
+                        self.cwd, ())
+        return f"cannot fork its tasks: {why}" if why else None
+
+    def serve(self, run: Run) -> None:
+        """Serve the next dry run: the server's messages go to its log from here on."""
+        self.run = run
+        run.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(run.log, "a") as log:
+            log.write(f"fork server {self.process.pid}: kept from an earlier dry run of this process (its start: "
+                      f"{self.first_log}); serving this one\n")
+            log.flush()
+            try:
+                with self._send_lock:
+                    _send(self._sock, {"op": "log"}, [log.fileno()])
+            except OSError as e:
+                self._refuse(f"the fork server cannot be reached ({e})")
+        run.console.write(f"  fork server {self.process.pid} (kept from an earlier dry run of this process, same "
+                          "preload) forks this run's tasks\n")
 
     def spawn(self, command: list[str], env: dict[str, str], cwd, stdout) -> Optional[ForkedProcess]:
         """A forked child running `command`, or None when it must run as a fresh process (said once)."""
-        if len(command) < 3 or command[1] != "-m" or command[0] != sys.executable:
-            return None  # not `python -m module`: fresh, as it always was
-        with self._start_lock:
-            if self.process is None and self.refused is None:
-                self._start(env, cwd)
         self._hello.wait()
         if self.refused is not None:
             return None
@@ -219,10 +347,21 @@ class Server:
         with contextlib.suppress(OSError), self._send_lock:
             _send(self._sock, {"op": "signal", "pid": pid, "sig": int(sig)})
 
+    def stop_children(self, grace: float = 10) -> None:
+        """Stop what still runs (SIGTERM, after `grace` seconds SIGKILL) and wait until the server reaped it."""
+        live = [child for child in list(self._children.values()) if child.returncode is None]
+        for child in live:
+            child.terminate()
+        deadline = time.monotonic() + grace
+        for child in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
+            child.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=60)
+
     def close(self) -> None:
         """End the server: its live children are stopped and reaped, then it exits."""
-        if self.process is None:
-            return
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_WR)
         try:
@@ -230,28 +369,10 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=10)
+        self._reader.join(timeout=10)
         self._sock.close()
 
     # -- internals ----------------------------------------------------------------------
-
-    def _start(self, env: dict[str, str], cwd) -> None:
-        ours, theirs = socket.socketpair()
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log, "a") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", __name__, str(theirs.fileno()), str(os.getpid()), *self.modules],
-                env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                pass_fds=[theirs.fileno()])
-        theirs.close()
-        self._sock = ours
-        # The environment it was given, before the interpreter's start (e.g. PEP 538's LC_CTYPE) and the imports
-        # changed it: what requests are compared with.
-        with contextlib.suppress(OSError):  # a server that died at once is reported by _read
-            _send(ours, {"op": "start", "env": env})
-        self._reader = threading.Thread(target=self._read, name="forkserver-reader", daemon=True)
-        self._reader.start()
 
     def _read(self) -> None:
         """The server's replies: its start report, spawn answers, exit statuses."""
@@ -287,7 +408,7 @@ class Server:
             child._exited(-signal.SIGKILL)
         self._children.clear()
         if not self._hello.is_set():
-            self._refuse(f"the fork server exited while starting (log: {self.log})")
+            self._refuse(f"the fork server exited while starting (log: {self.first_log})")
         self._hello.set()
         with self._reply_ready:
             self.refused = self.refused or "the fork server has exited"
@@ -296,13 +417,13 @@ class Server:
     def _refuse(self, why: str) -> None:
         if self.refused is None:
             self.refused = why
-            self._say(f"  FRESH PROCESSES: {why}; every task runs as a fresh process from here on", key=why)
+            self._say(f"  FRESH PROCESSES: {why}; every further task of this dry run runs as a fresh process",
+                      key=why)
 
     def _say(self, text: str, key: str) -> None:
-        if key not in self._said:
-            self._said.add(key)
-            self.console.write(text + "\n")
-            self.console.flush()
+        run = self.run
+        if run is not None:  # between dry runs nobody listens; the next one is told why it gets a new server
+            run.say(text, key)
 
 
 def preload_modules(template: Path) -> list[str]:
@@ -502,6 +623,13 @@ def _handle(request: dict, fds: list[int], sock: socket.socket, started: tuple, 
             if request["pid"] in children:
                 os.kill(request["pid"], request["sig"])
             return
+        if request["op"] == "log":  # the next dry run's log: our own messages go there from now on
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _flush_c_stdio()
+            os.dup2(fds[0], 1)
+            os.dup2(fds[0], 2)
+            return
         reason = why_fresh(request, start_env, cwd, sys.modules) or ("" if fds else "no log file came with it")
         if not reason:
             _flush_c_stdio()
@@ -630,7 +758,7 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
 
 
 def _stop(children: set[int], sock: socket.socket) -> None:
-    """No task outlives the dry run that started it, and none is left a zombie."""
+    """No task outlives the server (nor the dry run process: its end closes our socket), none is left a zombie."""
     for pid in children:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
