@@ -70,7 +70,7 @@ _NOT_PLAIN = (b'"', b"\r", b"\0")  # what Python's csv module treats specially
 # A cell of at most this many characters that parses as an int is within int64 (|x| < 10**18).
 _SURELY_INT64 = 18
 _ARROW_TYPES = {ColumnType.INT: pa.int64(), ColumnType.FLOAT: pa.float32(), ColumnType.STRING: pa.large_binary()}
-_PARSE = {ColumnType.INT: int, ColumnType.FLOAT: float, ColumnType.STRING: bytes}
+_PARSE = {ColumnType.INT: int, ColumnType.FLOAT: float}  # a STRING cell's value is its bytes
 
 
 class CsvInputError(ValueError):
@@ -261,9 +261,10 @@ def _field_1_payload(message: bytes) -> bytes:
 def _list_array(cells: Sequence[bytes], ctype: ColumnType) -> pa.Array:
     if ctype == ColumnType.UNKNOWN:
         return pa.nulls(len(cells), pa.large_list(pa.int64()))  # encodes as an empty Feature, as TFX's
-    parse = _PARSE[ctype]
     present = np.fromiter(map(bool, cells), dtype=bool, count=len(cells))
-    values = [parse(c) for c in cells if c] if not present.all() else [parse(c) for c in cells]
+    values = cells if present.all() else [c for c in cells if c]
+    if ctype in _PARSE:
+        values = list(map(_PARSE[ctype], values))
     offsets = np.zeros(len(cells) + 1, dtype=np.int64)
     np.cumsum(present, out=offsets[1:])
     return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, _ARROW_TYPES[ctype]))

