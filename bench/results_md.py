@@ -118,10 +118,26 @@ def _scale(s: dict) -> list[str]:
         f"{s['runs'][size]['wall_seconds']:.1f} ({_md(s['runs'][size]['peak_rss_mb'])})" for size in sizes)
         + (f" | {s['total_growth']} |" if "growth" in s else " |"))
     lines.append("")
+    if all("rows_per_second_per_core" in s["runs"][size] for size in sizes):
+        lines += ["Rows per second per core (components taking 1 s or more):", "",
+                  "| component | " + " | ".join(f"{n} rows" for n in sizes) + " |",
+                  "|---|" + "---:|" * len(sizes)]
+        for n in names:
+            cells = [_md(s["runs"][size]["components"].get(n, {}).get("rows_per_second_per_core"))
+                     for size in sizes]
+            if any(c != "–" for c in cells):
+                lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines += ["| *whole run* | " + " | ".join(str(s["runs"][size]["rows_per_second_per_core"])
+                                                  for size in sizes) + " |", "",
+                  "Plot: `<date>-scale.png` beside this file.", ""]
     lines.append("Beam: " + "; ".join(f"{size} rows: {' '.join(s['runs'][size]['beam'])}" for size in sizes))
     if "growth" in s:
         lines.append(f"Rows grew {s['row_ratio']:.0f}x. Components growing faster than the rows: "
                      f"{', '.join(s['superlinear']) or 'none'}.")
+    if "peak_growth" in s:
+        p = s["peak_growth"]
+        lines.append(f"Peak RSS at {p['rows'][1]} rows is **{p['ratio']}x** that at {p['rows'][0]} rows "
+                     f"(target <= {p['target']}x: {'met' if p['met'] else 'NOT met'}).")
     largest = max(sizes, key=int)
     lines.append(f"Largest ({largest} rows) took {s['runs'][largest]['wall_seconds'] / 60:.1f} min "
                  f"(target <= {s['target_seconds'] / 60:.0f} min: "

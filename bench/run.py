@@ -4,7 +4,8 @@
    on the same bundled rows, each in a fresh process so imports count for both;
 2. trainer: the custom loop vs `model.fit` (bench/trainer_bench.py, when present);
 3. scale: generated penguin-like data at each --sizes row count through the
-   full pipeline with Beam settings chosen for the size;
+   full pipeline with Beam settings chosen for the size: seconds, peak memory
+   and rows/s/core per component, with a plot;
 4. taxi: this pipeline on configs/taxi.yaml vs TFX's own Chicago taxi example
    on the same rows: wall time and eval AUC (bench/taxi.py);
 5. analyzer cache: a rolling window's next run with Transform's analyzer
@@ -41,12 +42,14 @@ from bench.data_generator import write_dataset
 from bench.example_gen_bench import bench_example_gen, plot_example_gen
 from bench.measure import run_measured
 from bench.results_md import markdown
+from bench.scale_plot import plot_scale
 from bench.side_by_side import CONFIG_FILE, ENV, fastest, measure, measure_example, measure_ours
 from pipeline.config import REPO_ROOT, load_config, resolve
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 LOCAL_TARGET_RATIO = 0.25     # our wall time <= 0.25x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
+PEAK_GROWTH_TARGET = 1.5  # peak RSS at the largest size <= 1.5x that at the next size down (issue 23)
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
 # Below this many rows Beam's worker start-up costs more than it saves.
 MULTI_PROCESS_FROM_ROWS = 50_000
@@ -146,8 +149,15 @@ def bench_scale(work: Path, sizes: list[int]) -> dict:
         print(f"scale: {rows} rows ({len(shards)} CSV shards, generated in {generate_seconds:.1f}s), "
               f"{' '.join(overrides[1:])} ...", flush=True)
         r = measure_ours(root, str(work / f"scale-{rows}.log"), f"the {rows}-row run", overrides)
+        _add_throughput(r, rows)
         runs[str(rows)] = {"generate_seconds": round(generate_seconds, 1), "beam": overrides[1:], **r}
         print(f"  {rows} rows: {r['wall_seconds']:.0f}s, peak {r['peak_rss_mb']:.0f} MB", flush=True)
+    return summarize_scale(runs)
+
+
+def summarize_scale(runs: dict) -> dict:
+    """The scale runs (by row count) with how time and memory grew between the sizes."""
+    sizes = sorted(int(n) for n in runs)
     result = {"runs": runs}
     if len(sizes) >= 2:
         small, large = str(min(sizes)), str(max(sizes))
@@ -160,10 +170,23 @@ def bench_scale(work: Path, sizes: list[int]) -> dict:
         result.update(row_ratio=row_ratio, growth=growth,
                       superlinear=[n for n, g in growth.items() if g > row_ratio],
                       total_growth=round(runs[large]["wall_seconds"] / runs[small]["wall_seconds"], 2))
+        below, top = runs[str(sizes[-2])]["peak_rss_mb"], runs[str(sizes[-1])]["peak_rss_mb"]
+        result["peak_growth"] = {"rows": sizes[-2:], "ratio": round(top / below, 2), "target": PEAK_GROWTH_TARGET,
+                                 "met": top <= PEAK_GROWTH_TARGET * below}
     largest = runs[str(max(sizes))]
     result.update(target_seconds=SCALE_TARGET_SECONDS,
                   largest_within_target=largest["wall_seconds"] <= SCALE_TARGET_SECONDS)
     return result
+
+
+def _add_throughput(run: dict, rows: int) -> None:
+    """Rows per second per core, for the whole run and each component that took a second or more
+    (shorter ones are fixed cost, not throughput)."""
+    cores = os.cpu_count() or 1
+    run["rows_per_second_per_core"] = round(rows / run["wall_seconds"] / cores)
+    for c in run["components"].values():
+        if (c.get("seconds") or 0) >= 1.0:
+            c["rows_per_second_per_core"] = round(rows / c["seconds"] / cores)
 
 
 def machine() -> dict:
@@ -277,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     json_path.write_text(json.dumps(merged, indent=2, default=_json_default) + "\n")
     if "example_gen" in results:
         plot_example_gen(merged["example_gen"], results_dir / f"{today:%Y-%m-%d}-example-gen.png")
+    if "scale" in results:
+        plot_scale(merged["scale"], results_dir / f"{today:%Y-%m-%d}-scale.png")
     md = markdown(merged)
     (results_dir / f"{today:%Y-%m-%d}.md").write_text(md + "\n")
     print(md)

@@ -2,6 +2,7 @@
 the TFX-example data conversion, the process watcher, the results summary.
 The benchmark itself (`make bench`) is not part of the test suite."""
 
+import os
 import sys
 
 import numpy as np
@@ -16,6 +17,7 @@ from bench import run as bench_run
 from bench import tfx_penguin
 from bench.data_generator import generate, load_profile, read_source, write_dataset
 from bench.measure import run_measured
+from bench.scale_plot import plot_scale
 from pipeline.config import REPO_ROOT, load_config
 
 ROWS = 1000
@@ -161,6 +163,28 @@ def test_markdown_states_ratios_and_misses():
     assert "judge the candidate against it (the Evaluator and the Pusher): none." in text
     assert "**after/before 0.50x wall**; before/theirs was 1.00x" in text
     assert "| Transform | 10.00 | 5.00 |" in text and "| *wall* | 40.0 | 20.0 |" in text
+
+
+def test_scale_part_states_throughput_memory_growth_and_plots(tmp_path):
+    def run(rows: int, transform_seconds: float, peak: float) -> dict:
+        r = {"wall_seconds": 4 * transform_seconds, "peak_rss_mb": peak, "beam": [],
+             "components": {"Transform": {"seconds": transform_seconds, "peak_rss_mb": peak},
+                            "Pusher": {"seconds": 0.02, "peak_rss_mb": 900.0}}}
+        bench_run._add_throughput(r, rows)
+        return r
+
+    cores = os.cpu_count() or 1
+    scale = bench_run.summarize_scale({"100000": run(100_000, 10.0, 2000.0), "1000000": run(1_000_000, 50.0, 2500.0),
+                                       "10000000": run(10_000_000, 400.0, 4000.0)})
+    assert scale["runs"]["1000000"]["components"]["Transform"]["rows_per_second_per_core"] == round(20_000 / cores)
+    assert "rows_per_second_per_core" not in scale["runs"]["1000000"]["components"]["Pusher"]
+    assert scale["peak_growth"] == {"rows": [1_000_000, 10_000_000], "ratio": 1.6, "target": 1.5, "met": False}
+    text = bench_run.markdown({"scale": scale})
+    assert f"| Transform | {round(10_000 / cores)} | {round(20_000 / cores)} | {round(25_000 / cores)} |" in text
+    assert "| Pusher |" in text.split("Rows per second")[0] and "| Pusher |" not in text.split("Rows per second")[1]
+    assert "Peak RSS at 10000000 rows is **1.6x** that at 1000000 rows (target <= 1.5x: NOT met)." in text
+    plot_scale(scale, tmp_path / "scale.png")
+    assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_before_checkout_must_have_its_venv(tmp_path):

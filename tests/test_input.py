@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer import synthetic
+from trainer import data, synthetic
 from trainer.data import TUNED, UNTUNED, InputOptions, record_dataset_fn
 
 
@@ -39,6 +39,26 @@ def test_tuned_input_yields_exactly_the_untuned_batches(files, training, pipelin
         tf.nest.map_structure(np.testing.assert_array_equal, a, b)
     if not training:  # every evaluation reads the same dataset again: from the cache, the same batches
         tf.nest.map_structure(np.testing.assert_array_equal, _read(ds, training), tuned)
+
+
+def _rows(batch) -> list[tuple]:
+    features, label = batch
+    columns = [features[k] for k in sorted(features)] + [label]
+    return [tuple(tuple(np.asarray(c[i]).ravel().tolist()) for c in columns) for i in range(len(label))]
+
+
+def test_a_shard_loaded_in_chunks_is_the_shard_loaded_whole(files, monkeypatch):
+    """Loading the shard a chunk at a time bounds memory, nothing else: with 7-record chunks (the last
+    one padded) the batches equal those of one chunk, and an epoch draws each real row once, never padding."""
+    ctx = tf.distribute.InputContext()
+    whole = _read(_dataset(files, TUNED, True, ctx), True, n=20)
+    monkeypatch.setattr(data, "_PARSE_CHUNK", 7)  # 300 rows: 42 chunks of 7, then 6 rows and 1 padding
+    chunked = _read(_dataset(files, TUNED, True, ctx), True, n=20)
+    for a, b in zip(whole, chunked, strict=True):
+        tf.nest.map_structure(np.testing.assert_array_equal, a, b)
+    shard = _rows(next(iter(_dataset(files, TUNED, False, ctx).unbatch().batch(1000)))[:2])
+    first_epoch = [row for batch in chunked[:300 // 32] for row in _rows(batch)]
+    assert len(set(first_epoch)) == len(first_epoch) == 288 and set(first_epoch) <= set(shard)
 
 
 def _slow(dataset_fn, seconds: float):

@@ -157,7 +157,15 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
     input check, trainer/input_check.py) reads it from memory instead of parsing again.
     """
     def parse(serialized):
-        return tf.io.parse_example(serialized, feature_spec), tf.size(serialized, out_type=tf.int64)
+        """A chunk's columns, padded to _PARSE_CHUNK rows (only the last chunk is short) so chunks stack."""
+        size = tf.size(serialized, out_type=tf.int64)
+        columns = tf.io.parse_example(serialized, feature_spec)
+        return {name: tf.pad(c, [[0, _PARSE_CHUNK - size]] + [[0, 0]] * (c.shape.rank - 1))
+                for name, c in columns.items()}, size
+
+    def join(columns, sizes):
+        """The stacked chunks as one set of columns; the padding is at the end, never drawn."""
+        return {name: tf.reshape(c, [-1, *c.shape[2:]]) for name, c in columns.items()}, tf.reduce_sum(sizes)
 
     def draw(i, parsed):
         """Draw i: the batches of enough seeded permutations of the shard to fill one batch or more."""
@@ -169,13 +177,20 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
         return tf.data.Dataset.from_tensor_slices(tf.reshape(order[:usable], [-1, batch_size])).map(
             lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
 
-    # repeat() reaches the end of the one-element cache once, which completes it.
-    shard = records.batch(_WHOLE_SHARD).map(parse).cache().repeat()
+    # Parsed a chunk at a time, so the serialized shard is never held whole (it took ~12x the parsed
+    # columns' memory); repeat() reaches the end of the one-element cache once, which completes it.
+    # Fusing parse with the batch after it would allocate for _WHOLE_SHARD rows up front.
+    unfused = tf.data.Options()
+    unfused.experimental_optimization.map_and_batch_fusion = False
+    chunks = records.batch(_PARSE_CHUNK).map(parse)
+    shard = chunks.batch(_WHOLE_SHARD).map(join).cache().repeat().with_options(unfused)
     return tf.data.Dataset.zip((tf.data.Dataset.counter(), shard)).flat_map(draw)
 
 
 # A batch size no shard reaches: batching by it yields the whole shard as one element.
 _WHOLE_SHARD = 1 << 40
+# Records parsed at a time when loading a shard: large enough that per-chunk overhead is nil.
+_PARSE_CHUNK = 1 << 16
 
 
 class BatchSizeError(ValueError):
