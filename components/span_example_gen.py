@@ -15,7 +15,7 @@ split) and writes each split's rows of span S to
 
 The output artifact names its spans in the `span_shards` property: per span,
 the file prefix and a key for the rows' content (the span's files in the
-snapshot manifest, the split config and this code's TFX version).
+snapshot manifest, the split config and the version of the code that parses CSV).
 """
 
 from __future__ import annotations
@@ -47,6 +47,14 @@ def span_shards(examples: types.Artifact) -> list[dict]:
     return json.loads(text) if text else []
 
 
+def parser_version() -> list[str]:
+    """The code that turns CSV into examples: TFX's reader, parser and type rule (its version) and
+    components/csv_examples.py (its source's digest). Any edit of that module changes every span's key,
+    so a cached analysis is never reused for rows the new code might make differently."""
+    with open(csv_examples.__file__, "rb") as f:
+        return [tfx.__version__, hashlib.sha256(f.read()).hexdigest()[:16]]
+
+
 def _spans_of_snapshot(input_base: str, output_config_json: str) -> list[dict]:
     """The snapshot's spans with their content keys, from the manifest next to its data dir."""
     snapshot_uri = posixpath.dirname(input_base.rstrip("/"))
@@ -60,9 +68,9 @@ def _spans_of_snapshot(input_base: str, output_config_json: str) -> list[dict]:
     result = []
     for span in manifest.spans:
         files = [e for e in manifest.files if e.path.startswith(span + "/")]
-        # What decides the rows of a split: the span's bytes, the hash split and how TFX parses CSV.
+        # What decides the rows of a split: the span's bytes, the hash split and the code that parses CSV.
         material = json.dumps([store.content_digest(files, manifest.missing_values),
-                               json.loads(output_config_json), tfx.__version__], sort_keys=True)
+                               json.loads(output_config_json), parser_version()], sort_keys=True)
         result.append({"span": span, "prefix": span + FILE_SUFFIX,
                        "key": hashlib.sha256(material.encode()).hexdigest()[:32]})
     return result

@@ -14,7 +14,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components import span_example_gen
+from components import csv_examples, span_example_gen
 from components.snapshot import store
 from pipeline.config import REPO_ROOT
 
@@ -98,6 +98,17 @@ def test_a_spans_key_changes_with_its_content_only(tmp_path, three_spans):
     after = {s["span"]: s["key"] for s in span_example_gen.span_shards(changed)}
     assert after["span-2"] == before["span-2"]
     assert after["span-3"] != before["span-3"]
+
+
+def test_a_spans_key_changes_with_the_code_that_parses_csv(tmp_path, three_spans, monkeypatch):
+    manifest, ours, _ = three_spans
+    edited = tmp_path / "csv_examples.py"
+    edited.write_bytes(Path(csv_examples.__file__).read_bytes() + b"# an edit\n")
+    monkeypatch.setattr(csv_examples, "__file__", str(edited))
+    again = run_example_gen(span_example_gen.Executor(), manifest, tmp_path / "out")
+    before = {s["span"]: s["key"] for s in span_example_gen.span_shards(ours)}
+    after = {s["span"]: s["key"] for s in span_example_gen.span_shards(again)}
+    assert before.keys() == after.keys() and all(after[span] != before[span] for span in before)
 
 
 def test_a_data_dir_without_a_snapshot_manifest_is_a_clear_error(tmp_path):
