@@ -79,6 +79,7 @@ def _run(side: str, input_base: str, out: str, beam_args: list[str]) -> None:
     from tfx.utils import proto_utils
 
     from components import csv_examples
+    from pipeline.dag.splits import split_output
 
     config = load_config(REPO_ROOT / "configs" / "local.yaml")
     executor = {"ours": csv_examples.Executor, "tfx": csv_executor.Executor}[side](
@@ -89,9 +90,7 @@ def _run(side: str, input_base: str, out: str, beam_args: list[str]) -> None:
         "input_base": input_base,
         "input_config": proto_utils.proto_to_json(example_gen_pb2.Input(
             splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*")])),
-        "output_config": proto_utils.proto_to_json(example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(
-            splits=[example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)]))),
+        "output_config": proto_utils.proto_to_json(split_output(config)),
         "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
         "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP})
 

@@ -26,6 +26,7 @@ from pipeline.config import Config, resolve
 from pipeline.dag.conditions import checks_new_span, only_with_new_span
 from pipeline.dag.evaluation import eval_config
 from pipeline.dag.run_lease import first_task, lease_everything
+from pipeline.dag.splits import split_output
 from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
 from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
@@ -64,9 +65,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             # In span layout the snapshot keeps each span in its own directory; flat: TFX's default ("*").
             input_config=example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])
             if config.data.spans else None,
-            output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
-                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.data.train_buckets),
-                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.data.eval_buckets)]))
+            output_config=split_output(config)
         ).with_id("CsvExampleGen")
 
         statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
