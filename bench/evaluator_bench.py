@@ -34,22 +34,20 @@ EVALUATOR_TYPE = "components.evaluator.EagerMetricsEvaluator"
 MULTI_PROCESS = ["beam.direct_running_mode=multi_processing", "beam.direct_num_workers=2"]
 
 
-def _inputs(run_root: str) -> dict:
-    """The newest Evaluator execution's input artifacts, as MLMD recorded them (read-only)."""
+def evaluator_inputs(metadata_path: str, execution_id: int | None = None) -> dict:
+    """An Evaluator execution's input artifacts as MLMD recorded them (read-only); the newest by default."""
     import ml_metadata as mlmd
     from ml_metadata.proto import metadata_store_pb2
     from tfx.types import artifact_utils
 
-    sqlite = glob.glob(os.path.join(run_root, "metadata", "*.sqlite"))
-    if len(sqlite) != 1:
-        raise SystemExit(f"{run_root}/metadata: expected one MLMD sqlite file, found {sqlite}")
     cfg = metadata_store_pb2.ConnectionConfig()
-    cfg.sqlite.filename_uri = sqlite[0]
+    cfg.sqlite.filename_uri = metadata_path
     cfg.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
     store = mlmd.MetadataStore(cfg)
-    executions = store.get_executions_by_type(EVALUATOR_TYPE)
+    executions = [e for e in store.get_executions_by_type(EVALUATOR_TYPE)
+                  if execution_id is None or e.id == execution_id]
     if not executions:
-        raise SystemExit(f"{sqlite[0]}: no {EVALUATOR_TYPE} execution recorded")
+        raise SystemExit(f"{metadata_path}: no {EVALUATOR_TYPE} execution {execution_id or ''} recorded")
     execution = max(executions, key=lambda e: e.id)
     events = [e for e in store.get_events_by_execution_ids([execution.id])
               if e.type == metadata_store_pb2.Event.INPUT]
@@ -57,10 +55,16 @@ def _inputs(run_root: str) -> dict:
     types = {t.id: t for t in store.get_artifact_types_by_id([a.type_id for a in artifacts.values()])}
     inputs: dict[str, list] = {}
     for e in events:
-        key = e.path.steps[0].key
         a = artifacts[e.artifact_id]
-        inputs.setdefault(key, []).append(artifact_utils.deserialize_artifact(types[a.type_id], a))
+        inputs.setdefault(e.path.steps[0].key, []).append(artifact_utils.deserialize_artifact(types[a.type_id], a))
     return inputs
+
+
+def _run_metadata(run_root: str) -> str:
+    sqlite = glob.glob(os.path.join(run_root, "metadata", "*.sqlite"))
+    if len(sqlite) != 1:
+        raise SystemExit(f"{run_root}/metadata: expected one MLMD sqlite file, found {sqlite}")
+    return sqlite[0]
 
 
 def _repeat_eval_split(examples, copies: int, scratch: str):
@@ -81,31 +85,40 @@ def _repeat_eval_split(examples, copies: int, scratch: str):
 
 def child(run_root: str, copies: int, overrides: list[str], out: str) -> None:
     """Run the Evaluator executor once, in this process; write its metrics and blessing to `out`/result.json."""
+    from tfx.types import standard_component_specs as specs
+
+    from components.evaluator import Executor
+    from pipeline.config import load_config
+
+    config = load_config(CONFIG_FILE, overrides)
+    inputs = evaluator_inputs(_run_metadata(run_root))
+    if copies > 1:
+        inputs[specs.EXAMPLES_KEY] = [_repeat_eval_split(inputs[specs.EXAMPLES_KEY][0], copies,
+                                                         os.path.dirname(out))]
+    with open(os.path.join(out, "result.json"), "w") as f:
+        json.dump(run_executor(Executor, inputs, config, out), f, indent=1)
+
+
+def run_executor(executor_class, inputs: dict, config, out: str) -> dict:
+    """`executor_class` (ours or TFX's) on `inputs` with the config's eval config and Beam args,
+    writing under `out`: {"metrics": the overall slice's, "blessed": [BLESSED or NOT_BLESSED]}."""
     from tfx.types import standard_artifacts
     from tfx.types import standard_component_specs as specs
     from tfx.utils import proto_utils
 
-    from components.evaluator import Executor
-    from pipeline.config import load_config
     from pipeline.dag.evaluation import eval_config
     from pipeline.vertex.dag import beam_pipeline_args
 
-    config = load_config(CONFIG_FILE, overrides)
-    inputs = _inputs(run_root)
-    if copies > 1:
-        inputs[specs.EXAMPLES_KEY] = [_repeat_eval_split(inputs[specs.EXAMPLES_KEY][0], copies,
-                                                         os.path.dirname(out))]
     evaluation, blessing = standard_artifacts.ModelEvaluation(), standard_artifacts.ModelBlessing()
     evaluation.uri, blessing.uri = os.path.join(out, "evaluation"), os.path.join(out, "blessing")
     for a in (evaluation, blessing):
         os.makedirs(a.uri, exist_ok=True)
     exec_properties = {specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(eval_config(config)),
                        specs.EXAMPLE_SPLITS_KEY: "null", specs.FAIRNESS_INDICATOR_THRESHOLDS_KEY: "null"}
-    context = Executor.Context(beam_pipeline_args=beam_pipeline_args(config), tmp_dir=os.path.join(out, "tmp"))
-    Executor(context).Do(inputs, {specs.EVALUATION_KEY: [evaluation], specs.BLESSING_KEY: [blessing]},
-                         exec_properties)
-    with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump({"metrics": read_metrics(evaluation.uri), "blessed": os.listdir(blessing.uri)}, f, indent=1)
+    context = executor_class.Context(beam_pipeline_args=beam_pipeline_args(config), tmp_dir=os.path.join(out, "tmp"))
+    executor_class(context).Do(inputs, {specs.EVALUATION_KEY: [evaluation], specs.BLESSING_KEY: [blessing]},
+                               exec_properties)
+    return {"metrics": read_metrics(evaluation.uri), "blessed": sorted(os.listdir(blessing.uri))}
 
 
 def read_metrics(evaluation_uri: str) -> dict[str, float]:
