@@ -88,7 +88,7 @@ def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing
 
     config, summary, _ = pipeline_run
     [evaluator] = [c for c in summary.components if c.name == "Evaluator"]
-    inputs = evaluator_inputs(config.metadata_path, evaluator.execution_id)
+    inputs = evaluator_inputs(config.pipeline.metadata_path, evaluator.execution_id)
     inputs[BASELINE] = [] if baseline == "none" else list(inputs["model"])
     ours = run_executor(Executor, inputs, config, str(tmp_path / "ours"))
     theirs = run_executor(tfx_evaluator_executor.Executor, inputs, config, str(tmp_path / "theirs"))
