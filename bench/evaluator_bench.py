@@ -4,7 +4,7 @@ Runs our Evaluator executor (components/evaluator.py) with this checkout's eval
 config (pipeline/dag/evaluation.py) and Beam args (pipeline/config.py) on the
 examples, candidate model and baseline a finished local run recorded in its
 MLMD, each run in a fresh process (bench/measure.py samples the tree, Beam's
-worker processes included). `--copies N` evaluates the eval split N times over
+worker processes included; CPU seconds are the tree's too). `--copies N` evaluates the eval split N times over
 (its shards repeated under a scratch dir): N times the rows with the same
 model, the way to see how time and memory grow without re-running the pipeline.
 The metrics of each run are printed, so runs can be compared number for number.
@@ -22,6 +22,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -142,14 +143,19 @@ def measure_once(run_root: str, copies: int, overrides: list[str], work: str, la
     out = tempfile.mkdtemp(prefix=f"{label}-x{copies}-", dir=work)
     command = [sys.executable, "-m", "bench.evaluator_bench", run_root, "--child", out, "--copies", str(copies),
                *[a for s in overrides for a in ("--set", s)]]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     m = run_measured(command, os.path.join(out, "run.log"), env={**ENV, "PYTHONPATH": checkout}, cwd=checkout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the whole tree (Beam's workers are waited for by the runner, so they count):
+    # on a shared machine a steadier figure than wall time.
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     if m.returncode != 0:
         raise SystemExit(f"{label} x{copies} failed ({m.returncode}); see {m.log_file}")
     with open(os.path.join(out, "result.json")) as f:
         result = json.load(f)
     load = os.getloadavg()[0]
     shutil.rmtree(os.path.join(out, "tmp"), ignore_errors=True)
-    return {"label": label, "copies": copies, "wall_seconds": round(m.wall_seconds, 1),
+    return {"label": label, "copies": copies, "wall_seconds": round(m.wall_seconds, 1), "cpu_seconds": round(cpu, 1),
             "peak_rss_mb": round(m.peak_rss_mb), "load_1min": round(load, 2), **result}
 
 
