@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import tensorflow as tf
 import tf_keras
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 
-from components.evaluator import EagerMetricsEvaluator, Executor
+from components.evaluator import BASELINE, CUSTOM_EXTRACTORS, EagerMetricsEvaluator, Executor
 
 
 class _WhereItRuns(tf_keras.metrics.Metric):
@@ -48,7 +49,8 @@ def test_executor_runs_tfx_evaluator_with_metric_updates_unconverted(monkeypatch
 
     monkeypatch.setattr(tfx_evaluator_executor.Executor, "Do", tfx_do)
     Executor().Do({"in": []}, {"out": []}, {"p": 1})
-    assert seen["args"] == ({"in": []}, {"out": []}, {"p": 1})
+    assert seen["args"] == ({"in": []}, {"out": []},
+                            {"p": 1, CUSTOM_EXTRACTORS: "components.eval_extractors.custom_extractors"})
     assert metric.files == [__file__]
     assert float(metric.result()) == 3.0
 
@@ -56,3 +58,91 @@ def test_executor_runs_tfx_evaluator_with_metric_updates_unconverted(monkeypatch
 def test_component_keeps_the_evaluator_interface_with_this_executor():
     assert EagerMetricsEvaluator.EXECUTOR_SPEC.executor_class is Executor
     assert EagerMetricsEvaluator.SPEC_CLASS is tfx_evaluator_executor.standard_component_specs.EvaluatorSpec
+
+
+def _metrics_records(evaluation_uri: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Every slice's metric keys and values as written (MetricsForSlice protos), in a stable order."""
+    import glob
+
+    from tensorflow_model_analysis.proto import metrics_for_slice_pb2
+
+    records = []
+    for path in sorted(glob.glob(f"{evaluation_uri}/metrics-*")):
+        for raw in tf.data.TFRecordDataset(path):
+            m = metrics_for_slice_pb2.MetricsForSlice.FromString(raw.numpy())
+            records.append((str(m.slice_key), sorted((str(kv.key), str(kv.value))
+                                                     for kv in m.metric_keys_and_values)))
+    return sorted(records)
+
+
+@pytest.mark.parametrize("baseline", ["none", "candidate"])
+def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing(pipeline_run, tmp_path, baseline):
+    """Ours (features dropped before TFMA unbatches) and TFX's own executor on the run's
+    Evaluator inputs: the same metrics, to the last digit, and the same blessing. With the
+    candidate as its own baseline, the two-model path (baseline and diff metrics, change
+    thresholds) is compared too."""
+    import tensorflow_model_analysis as tfma
+
+    from bench.evaluator_bench import evaluator_inputs, run_executor
+    from components.eval_extractors import DROP_STAGE, custom_extractors
+
+    config, summary, _ = pipeline_run
+    [evaluator] = [c for c in summary.components if c.name == "Evaluator"]
+    inputs = evaluator_inputs(config.pipeline.metadata_path, evaluator.execution_id)
+    inputs[BASELINE] = [] if baseline == "none" else list(inputs["model"])
+    ours = run_executor(Executor, inputs, config, str(tmp_path / "ours"))
+    theirs = run_executor(tfx_evaluator_executor.Executor, inputs, config, str(tmp_path / "theirs"))
+    assert ours == theirs and ours["blessed"] == ["BLESSED"]
+    assert ours["metrics"]["example_count"] > 0
+    assert _metrics_records(str(tmp_path / "ours" / "evaluation")) == \
+        _metrics_records(str(tmp_path / "theirs" / "evaluation"))
+    ok = [tfma.load_validation_result(str(tmp_path / side / "evaluation")).validation_ok for side in ("ours", "theirs")]
+    assert ok == [True, True]
+    # The comparison is of something: our extractors drop the features right before unbatching.
+    eval_config = tfma.utils.update_eval_config_with_defaults(_shipped_eval_config(), has_baseline=False,
+                                                              rubber_stamp=True)
+    model = tfma.default_eval_shared_model(
+        eval_saved_model_path=f"{inputs['model'][0].uri}/Format-Serving", eval_config=eval_config)
+    names = [x.stage_name for x in custom_extractors(model, eval_config, None)]
+    assert names[names.index(DROP_STAGE) + 1] == tfma.extractors.unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME
+
+
+def _shipped_eval_config():
+    from pipeline.config import load_config
+    from pipeline.dag.evaluation import eval_config
+
+    return eval_config(load_config("configs/local.yaml"))
+
+
+def test_executor_hands_tfx_our_extractors(monkeypatch):
+    from tfx.components.util import udf_utils
+
+    seen = {}
+    monkeypatch.setattr(tfx_evaluator_executor.Executor, "Do",
+                        lambda self, i, o, exec_properties: seen.update(exec_properties))
+    Executor().Do({}, {}, {"eval_config": "{}"})
+    # How TFX's executor looks the function up (tfx/components/util/udf_utils.py get_fn).
+    found = udf_utils.try_get_fn(seen, "custom_extractors")  # a reloaded module's: compare by name
+    assert (found.__module__, found.__name__) == ("components.eval_extractors", "custom_extractors")
+    assert udf_utils.try_get_fn(seen, "custom_eval_shared_model") is None
+
+
+def test_features_are_kept_when_a_slice_or_a_query_key_reads_them():
+    import tensorflow_model_analysis as tfma
+
+    from components.eval_extractors import features_unused
+
+    shipped = _shipped_eval_config()
+    assert features_unused(shipped)
+    by_island = tfma.EvalConfig()
+    by_island.CopyFrom(shipped)
+    by_island.slicing_specs.append(tfma.SlicingSpec(feature_keys=["island"]))
+    assert not features_unused(by_island)
+    by_query = tfma.EvalConfig()
+    by_query.CopyFrom(shipped)
+    by_query.metrics_specs[0].query_key = "island"
+    assert not features_unused(by_query)
+    crossed = tfma.EvalConfig()
+    crossed.CopyFrom(shipped)
+    crossed.cross_slicing_specs.append(tfma.CrossSlicingSpec(baseline_spec=tfma.SlicingSpec()))
+    assert not features_unused(crossed)
