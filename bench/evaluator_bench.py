@@ -28,11 +28,11 @@ import sys
 import tempfile
 
 from bench.measure import run_measured
-from bench.side_by_side import CONFIG_FILE, ENV
+from bench.side_by_side import CONFIG_FILE, ENV, MULTI_PROCESS_FROM_ROWS, beam_settings
 from pipeline.config import REPO_ROOT
 
 EVALUATOR_TYPE = "components.evaluator.EagerMetricsEvaluator"
-MULTI_PROCESS = ["beam.direct_running_mode=multi_processing", "beam.direct_num_workers=2"]
+MULTI_PROCESS = beam_settings(MULTI_PROCESS_FROM_ROWS)  # the pipeline's Beam settings at scale
 
 
 def evaluator_inputs(metadata_path: str, execution_id: int | None = None) -> dict:
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--copies", type=int, nargs="+", default=[1])
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--set", dest="overrides", action="append", default=[],
-                   help="config override (section.key=value); default: 2 multi-processing Beam workers")
+                   help="config override (section.key=value); default: one multi-processing Beam worker per core")
     p.add_argument("--work", default=None, help="scratch dir for outputs (default: a new temp dir)")
     p.add_argument("--label", default="evaluator")
     p.add_argument("--before", default=None,

@@ -43,7 +43,7 @@ from bench.example_gen_bench import bench_example_gen, plot_example_gen
 from bench.measure import run_measured
 from bench.results_md import markdown
 from bench.scale_plot import plot_scale
-from bench.side_by_side import CONFIG_FILE, ENV, fastest, measure, measure_example, measure_ours
+from bench.side_by_side import CONFIG_FILE, ENV, beam_settings, fastest, measure, measure_example, measure_ours
 from pipeline.config import REPO_ROOT, load_config, resolve
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -51,16 +51,6 @@ LOCAL_TARGET_RATIO = 0.25     # our wall time <= 0.25x the TFX example's
 SCALE_TARGET_SECONDS = 20 * 60  # the largest size end to end
 PEAK_GROWTH_TARGET = 1.5  # peak RSS at the largest size <= 1.5x that at the next size down (issue 23)
 TRAINER_BENCH = REPO_ROOT / "bench" / "trainer_bench.py"
-# Below this many rows Beam's worker start-up costs more than it saves.
-MULTI_PROCESS_FROM_ROWS = 50_000
-
-
-def beam_settings(rows: int) -> list[str]:
-    """Local Beam overrides for a data size: one in-process worker for small
-    data, one worker process per core for large data."""
-    if rows < MULTI_PROCESS_FROM_ROWS:
-        return ["beam.direct_running_mode=in_memory", "beam.direct_num_workers=1"]
-    return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
 
 
 def bench_local(work: Path, repeat: int = 1, before: Path | None = None) -> dict:

@@ -18,6 +18,16 @@ from pipeline.errors import EXIT_NOT_PUSHED, EXIT_OK
 
 ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "1", "PYTHONPATH": str(REPO_ROOT)}
 CONFIG_FILE = REPO_ROOT / "configs" / "local.yaml"
+# Below this many rows Beam's worker start-up costs more than it saves.
+MULTI_PROCESS_FROM_ROWS = 50_000
+
+
+def beam_settings(rows: int) -> list[str]:
+    """Local Beam overrides for a data size: one in-process worker for small
+    data, one worker process per core for large data."""
+    if rows < MULTI_PROCESS_FROM_ROWS:
+        return ["beam.direct_running_mode=in_memory", "beam.direct_num_workers=1"]
+    return ["beam.direct_running_mode=multi_processing", f"beam.direct_num_workers={os.cpu_count() or 1}"]
 
 
 def our_command(root: str, overrides: list[str] = (), config_file: Path = CONFIG_FILE,
