@@ -61,6 +61,23 @@ def test_a_shard_loaded_in_chunks_is_the_shard_loaded_whole(files, monkeypatch):
     assert len(set(first_epoch)) == len(first_epoch) == 288 and set(first_epoch) <= set(shard)
 
 
+def test_the_first_iterator_leaves_the_parsed_shard_in_memory_for_the_next(tmp_path):
+    """The input check reads the training dataset again after training (trainer/input_check.py): from
+    memory, even when training stopped inside its first draw (here 3 of a draw's 9 batches)."""
+    layout = synthetic.layout()
+    files = synthetic.write_examples(str(tmp_path / "data"), 300, shards=3, seed=5)
+    ds = record_dataset_fn(files, synthetic.feature_spec(layout), 32, label=layout.label, training=True, seed=3)(
+        tf.distribute.InputContext())
+    first = iter(ds)
+    batches = [tf.nest.map_structure(lambda t: t.numpy(), next(first)) for _ in range(3)]
+    time.sleep(1.0)  # prefetch's thread completes the cache right after the first draw starts
+    del first
+    (tmp_path / "data").rename(tmp_path / "gone")  # a second parse would fail: no files
+    again = [tf.nest.map_structure(lambda t: t.numpy(), b) for b in ds.take(3)]
+    for a, b in zip(batches, again, strict=True):
+        tf.nest.map_structure(np.testing.assert_array_equal, a, b)
+
+
 def _slow(dataset_fn, seconds: float):
     """dataset_fn whose every batch takes at least `seconds` more to make."""
     def slowed(ctx):

@@ -178,12 +178,14 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
             lambda index: split_label({name: tf.gather(column, index) for name, column in columns.items()}, label))
 
     # Parsed a chunk at a time, so the serialized shard is never held whole (it took ~12x the parsed
-    # columns' memory); repeat() reaches the end of the one-element cache once, which completes it.
+    # columns' memory). The cache is complete only once an iterator reaches its end; draws are pulled
+    # lazily and a large shard's first draw outlasts training, so prefetch(1) asks repeat() for the
+    # next element at once: it reaches the end of the one-element cache, which completes it.
     # Fusing parse with the batch after it would allocate for _WHOLE_SHARD rows up front.
     unfused = tf.data.Options()
     unfused.experimental_optimization.map_and_batch_fusion = False
     chunks = records.batch(_PARSE_CHUNK).map(parse)
-    shard = chunks.batch(_WHOLE_SHARD).map(join).cache().repeat().with_options(unfused)
+    shard = chunks.batch(_WHOLE_SHARD).map(join).cache().repeat().prefetch(1).with_options(unfused)
     return tf.data.Dataset.zip((tf.data.Dataset.counter(), shard)).flat_map(draw)
 
 
