@@ -19,7 +19,6 @@ Not a timed test; a benchmark to run by hand.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import resource
@@ -61,13 +60,6 @@ def evaluator_inputs(metadata_path: str, execution_id: int | None = None) -> dic
     return inputs
 
 
-def _run_metadata(run_root: str) -> str:
-    sqlite = glob.glob(os.path.join(run_root, "metadata", "*.sqlite"))
-    if len(sqlite) != 1:
-        raise SystemExit(f"{run_root}/metadata: expected one MLMD sqlite file, found {sqlite}")
-    return sqlite[0]
-
-
 def _repeat_eval_split(examples, copies: int, scratch: str):
     """An Examples artifact whose eval split is `copies` times the original's shards."""
     import copy
@@ -92,7 +84,7 @@ def child(run_root: str, copies: int, overrides: list[str], out: str) -> None:
     from pipeline.config import load_config
 
     config = load_config(CONFIG_FILE, overrides)
-    inputs = evaluator_inputs(_run_metadata(run_root))
+    inputs = evaluator_inputs(load_config(CONFIG_FILE, [f"pipeline.root={run_root}"]).pipeline.metadata_path)
     if copies > 1:
         inputs[specs.EXAMPLES_KEY] = [_repeat_eval_split(inputs[specs.EXAMPLES_KEY][0], copies,
                                                          os.path.dirname(out))]

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# The components whose cost grows with the data; the rest take well under a second at any size.
-DATA_COMPONENTS = ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer", "Evaluator")
-
 
 def plot_scale(result: dict, path: Path) -> None:
     import matplotlib
@@ -16,8 +13,12 @@ def plot_scale(result: dict, path: Path) -> None:
 
     sizes = sorted(result["runs"], key=int)
     rows = [int(n) for n in sizes]
+    # The components that took a second or more at the largest size (bench/run.py rated their
+    # throughput); the rest are fixed cost at any size.
+    largest = result["runs"][sizes[-1]]["components"]
+    data_components = [n for n, c in largest.items() if "rows_per_second_per_core" in c]
     fig, (seconds, memory) = plt.subplots(1, 2, figsize=(11, 4))
-    for name in DATA_COMPONENTS:
+    for name in data_components:
         points = [(r, result["runs"][n]["components"].get(name, {})) for r, n in zip(rows, sizes)]
         points = [(r, c) for r, c in points if c.get("seconds")]
         if points:

@@ -65,12 +65,12 @@ def _spans_of_snapshot(input_base: str, output_config_json: str) -> list[dict]:
         manifest = store.Manifest.from_json(f.read(), snapshot_uri)
     if not manifest.spans:
         raise SpanLayoutError(f"snapshot {manifest.uri} is not in span layout (its manifest lists no spans)")
-    result = []
+    result, parser = [], parser_version()
     for span in manifest.spans:
         files = [e for e in manifest.files if e.path.startswith(span + "/")]
         # What decides the rows of a split: the span's bytes, the hash split and the code that parses CSV.
         material = json.dumps([store.content_digest(files, manifest.missing_values),
-                               json.loads(output_config_json), parser_version()], sort_keys=True)
+                               json.loads(output_config_json), parser], sort_keys=True)
         result.append({"span": span, "prefix": span + FILE_SUFFIX,
                        "key": hashlib.sha256(material.encode()).hexdigest()[:32]})
     return result
