@@ -99,8 +99,8 @@ def run_executor(executor_class, inputs: dict, config, out: str) -> dict:
     from tfx.types import standard_component_specs as specs
     from tfx.utils import proto_utils
 
+    from pipeline.dag.beam import beam_pipeline_args
     from pipeline.dag.evaluation import eval_config
-    from pipeline.vertex.dag import beam_pipeline_args
 
     evaluation, blessing = standard_artifacts.ModelEvaluation(), standard_artifacts.ModelBlessing()
     evaluation.uri, blessing.uri = os.path.join(out, "evaluation"), os.path.join(out, "blessing")

@@ -20,7 +20,7 @@ from pipeline.errors import EXIT_NOTHING_NEW
 RERUN_TARGET_SECONDS = 3.0
 # Exits as `python -m pipeline` does (pipeline/__main__.py freezes the heap first), so the two differ
 # only by what the rerun does.
-IMPORTS_ONLY = [sys.executable, "-c", "import gc, pipeline.local_runner; gc.freeze()"]
+IMPORTS_ONLY = [sys.executable, "-c", "import gc, pipeline.local.runner; gc.freeze()"]
 
 
 def before_command(checkout: Path, root: str) -> list[str]:
@@ -40,7 +40,7 @@ def check_before(checkout: Path) -> Path:
 
 def rerun(root: Path, log_prefix: str) -> dict:
     """A first run with caching on under `root`, the same command again, and an imports-only process."""
-    from pipeline.pipeline import DRIFT_GATE_ID, SERVING_MODEL_ID  # TF and TFX: only when measuring
+    from pipeline.dag.pipeline import DRIFT_GATE_ID, SERVING_MODEL_ID  # TF and TFX: only when measuring
 
     command = our_command(str(root), ["pipeline.enable_cache=true"])
     first = run_measured(command, f"{log_prefix}-first.log", env=ENV, cwd=REPO_ROOT)

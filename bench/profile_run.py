@@ -100,7 +100,7 @@ def instrument(recorder: Recorder) -> None:
     """Wrap the entry points that mark the phases of a run."""
     from tfx.orchestration.portable import launcher
 
-    import pipeline.local_runner as local_runner
+    import pipeline.local.runner as local_runner
 
     if not hasattr(launcher.Launcher, "launch"):
         raise SystemExit("bench.profile_run: tfx's Launcher.launch is gone; update instrument() for this TFX")
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     recorder = Recorder(args.cprofile)
     with recorder.phase("(imports)") if args.cprofile else contextlib.nullcontext():
-        import pipeline.local_runner as local_runner
+        import pipeline.local.runner as local_runner
         from pipeline.config import load_config
     import_wall, import_cpu = time.perf_counter() - _WALL_AT_START, time.process_time() - _CPU_AT_START
     recorder.phases.pop("(imports)", None)

@@ -32,7 +32,7 @@ shard each epoch, trainer/data.py `_shuffled_epochs`).
 
 Scope: one input split hash-split into the output splits, without a
 partition feature, to tf.Examples in gzipped TFRecords: the pipeline's use
-(pipeline/pipeline.py). Anything else is refused by name (`check_configs`).
+(pipeline/dag/pipeline.py). Anything else is refused by name (`check_configs`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ from tfx.types import standard_component_specs as specs
 from tfx.utils import io_utils, proto_utils
 from tfx_bsl.coders import csv_decoder, example_coder
 
+from components.errors import CsvInputError
+
 ColumnType = csv_decoder.ColumnType
 BATCH_ROWS = 10_000
 _BLOCK_BYTES = 16 << 20
@@ -71,10 +73,6 @@ _NOT_PLAIN = (b'"', b"\r", b"\0")  # what Python's csv module treats specially
 _SURELY_INT64 = 18
 _ARROW_TYPES = {ColumnType.INT: pa.int64(), ColumnType.FLOAT: pa.float32(), ColumnType.STRING: pa.large_binary()}
 _PARSE = {ColumnType.INT: int, ColumnType.FLOAT: float}  # a STRING cell's value is its bytes
-
-
-class CsvInputError(ValueError):
-    """A CSV file does not fit its header or the others; the message names the file and record."""
 
 
 def check_configs(input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,

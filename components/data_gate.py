@@ -19,12 +19,10 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.types.standard_artifacts import ExampleAnomalies
 
+from components.errors import DataAnomaliesError
+
 ANOMALIES_FILE = "SchemaDiff.pb"
 DATASET = "(dataset)"
-
-
-class DataAnomaliesError(RuntimeError):
-    """The examples break the schema; the message lists every anomaly."""
 
 
 @dataclasses.dataclass(frozen=True)

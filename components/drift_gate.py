@@ -34,7 +34,7 @@ tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom driver
 runs first and its exec properties are merged in, then the cache context is
 built from the exec properties; the Snapshot's driver relies on the same.)
 Vertex runs no custom drivers and keys its cache on parameters only, so the
-compiled spec never caches this task (pipeline/vertex/cache_rule.py). The
+compiled spec never caches this task (pipeline/spec/cache_rule.py). The
 executor reads the serving directory itself either way; the driver's value is
 only the key.
 """
@@ -55,15 +55,12 @@ from tfx.types.standard_artifacts import Schema
 from tfx.utils import io_utils
 
 from components import training_record
+from components.errors import DataDriftError
 from components.snapshot.component import DatasetSnapshot, spans_of
 from components.snapshot.store import DATA_DIR
 
 _MEASURE = {anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity",
             anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: "Jensen-Shannon"}
-
-
-class DataDriftError(RuntimeError):
-    """The newest data drifted beyond a threshold; the message lists every drifted feature."""
 
 
 @dataclasses.dataclass(frozen=True)

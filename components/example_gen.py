@@ -24,7 +24,7 @@ the open-source KFP backend never runs.
 
 Caching: the input is the snapshot artifact. Locally the Snapshot's driver
 keeps it a cache hit while the source is unchanged, so this is a hit too. On
-Vertex the Snapshot runs every time (pipeline/vertex/cache_rule.py), so this
+Vertex the Snapshot runs every time (pipeline/spec/cache_rule.py), so this
 reads a new artifact and misses.
 """
 

@@ -27,7 +27,7 @@ names such a mount, `api_uri` turns a path under it back into its gs://
 URI, so the objects that need preconditions (the run lease, a push's version
 claim) go through this client while everything else is read and written
 through the mount. The dry run declares its mapped bucket directory this way
-(pipeline/vertex/dryrun/gcs_emulator.py) and points this client at
+(pipeline/dryrun/gcs_emulator.py) and points this client at
 fake-gcs-server with STORAGE_EMULATOR_HOST.
 """
 

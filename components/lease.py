@@ -3,7 +3,7 @@
 A schedule, a person and a retry may start runs on the same root at once;
 both would train, decide against the same (old) serving model and push. So a
 run first takes `<root>/run.lock`; a second run waits for it up to
-`pipeline.lock_wait_seconds`, then refuses naming the holder (pipeline/runs/lock.py
+`pipeline.lock_wait_seconds`, then refuses naming the holder (pipeline/local/lock.py
 turns that into exit 5).
 
 Local root: the file is created with O_EXCL (atomic on a local file system)
@@ -53,6 +53,7 @@ import uuid
 from typing import Callable, Iterator, Optional
 
 from components import gcs
+from components.errors import LeaseBusy, LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +65,6 @@ DEFAULT_TTL_SECONDS = 600.0
 # writes its cache.
 UNLEASED_GRACE_SECONDS = 3600.0
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
-
-
-class LeaseBusy(RuntimeError):
-    """Another run holds the root past the wait; the message names it."""
-
-
-class LeaseLost(RuntimeError):
-    """This run's gs:// lease was taken over (it expired): another run may now be writing."""
 
 
 def _iso(t: float) -> str:

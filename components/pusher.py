@@ -102,7 +102,7 @@ class PushExecutor(tfx_pusher_executor.Executor):
             held = lease.adopt(root, owner, float(exec_properties.get(LEASE_TTL) or lease.DEFAULT_TTL_SECONDS))
             with held.kept_alive(release=False):
                 self._push(model_push, model_path, base, owner, root, input_dict)
-        else:  # a local run holds the lease in its own process (pipeline/runs/lock.py)
+        else:  # a local run holds the lease in its own process (pipeline/local/lock.py)
             self._push(model_push, model_path, base, run, root, input_dict)
 
     def _push(self, model_push, model_path: str, base: str, run: str, root: str,

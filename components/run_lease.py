@@ -1,7 +1,7 @@
 """The run lease of a run on Vertex AI or Kubeflow Pipelines: taken by its first task, released by its exit handler.
 
 A local run holds its root's lease in its own process for its whole duration
-(pipeline/runs/lock.py). A run on a backend has no such process: its tasks
+(pipeline/local/lock.py). A run on a backend has no such process: its tasks
 are containers that come and go. So (components/lease.py, "a run on Vertex
 or Kubeflow Pipelines"):
 - `RunLease` is the first task of the run; every other task is downstream of

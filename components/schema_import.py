@@ -11,7 +11,7 @@ an edited schema is a new execution; the executor is TFX's and ignores it.
 
 A schema in a bucket (gs://) is not read when the pipeline is built: compiling
 for Vertex needs no cloud access. Its digest is left empty, and Vertex never
-caches this task (pipeline/vertex/cache_rule.py), so an edit there is seen too.
+caches this task (pipeline/spec/cache_rule.py), so an edit there is seen too.
 """
 
 from __future__ import annotations

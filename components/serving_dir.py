@@ -37,7 +37,7 @@ root, so its writer is gone. When no run holds a lease, another run's debris
 is left alone for lease.UNLEASED_GRACE_SECONDS, far longer than a push takes.
 
 Local paths go through the local file system, gs:// through
-google-cloud-storage (components/snapshot/storage.py): TF's gfile has no
+google-cloud-storage (components/storage.py): TF's gfile has no
 preconditions and cannot be pointed at the tests' GCS emulator.
 """
 
@@ -52,7 +52,7 @@ import uuid
 from typing import Callable, Optional
 
 from components import gcs, lease
-from components.snapshot.storage import Storage, chunks, storage_for
+from components.storage import Storage, chunks, storage_for
 
 SAVED_MODEL = "saved_model.pb"
 STAGING_PREFIX = ".staging-"

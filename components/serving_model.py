@@ -24,7 +24,7 @@ locally its driver puts the serving version into the `serving_version`
 execution property, part of the cache key, so a push makes the next run copy
 the new version and every reader of it (Evaluator, and with warm start the
 Trainer) run again; on Vertex, which runs no custom drivers, the compiled
-spec never caches it (pipeline/vertex/cache_rule.py).
+spec never caches it (pipeline/spec/cache_rule.py).
 """
 
 from __future__ import annotations

@@ -31,14 +31,11 @@ from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
 
 from components import csv_examples
+from components.errors import SpanLayoutError
 from components.snapshot import store
 
 SPAN_SHARDS = "span_shards"
 FILE_SUFFIX = "-data_tfrecord"
-
-
-class SpanLayoutError(ValueError):
-    """The input is not a snapshot in span layout; the message names the path."""
 
 
 def span_shards(examples: types.Artifact) -> list[dict]:

@@ -34,7 +34,7 @@ from tfx.dsl.io import fileio
 from tfx.proto.orchestration import driver_output_pb2
 
 from components import serving_dir
-from components.snapshot.storage import chunks, storage_for
+from components.storage import chunks, storage_for
 
 RECORDS_DIR = ".training-data"
 RECORD_FILE = "record.json"
@@ -141,7 +141,7 @@ class ServingVersionDriver(base_driver.BaseDriver):
     the cache key, so a component reading the serving dir behind its fixed parameter misses once a push
     changed what serves. (TFX 1.16, tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom
     driver runs first and its exec properties are merged in, then the cache context is built from them.)
-    Vertex runs no custom drivers: there such a component is never cached (pipeline/vertex/cache_rule.py)."""
+    Vertex runs no custom drivers: there such a component is never cached (pipeline/spec/cache_rule.py)."""
 
     def run(self, execution_info) -> driver_output_pb2.DriverOutput:
         result = driver_output_pb2.DriverOutput()

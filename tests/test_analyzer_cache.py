@@ -21,8 +21,8 @@ from tfx.types import channel, standard_artifacts
 from components import analyzer_cache, lease, span_example_gen
 from components import transform as transform_component
 from pipeline.config import REPO_ROOT, load_config
-from pipeline.pipeline import PREPROCESSING_FN
-from pipeline.runs.lock import run_lock
+from pipeline.dag.pipeline import PREPROCESSING_FN
+from pipeline.local.lock import run_lock
 from tests.conftest import CONFIG
 from tests.test_span_example_gen import records, run_example_gen, snapshot, write_spans
 

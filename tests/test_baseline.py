@@ -19,7 +19,7 @@ from components.serving_model import (
     ServingModelExecutor,
     is_empty,
 )
-from pipeline.pipeline import SERVING_MODEL_ID
+from pipeline.dag.pipeline import SERVING_MODEL_ID
 from pipeline.runs import mlmd
 
 

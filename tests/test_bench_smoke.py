@@ -204,7 +204,7 @@ def test_profile_run_charges_each_component_to_its_node_id(tmp_path, monkeypatch
     from tfx.orchestration.pipeline import Pipeline
     from tfx.orchestration.portable import launcher
 
-    import pipeline.local_runner as local_runner
+    import pipeline.local.runner as local_runner
     from bench.profile_run import Recorder, instrument
 
     # Restored after the test: instrument() replaces them for the rest of a profiled process.

@@ -6,7 +6,7 @@ change to how we build or hash the key fails here before it misleads a
 cache test.
 """
 
-from pipeline.vertex.cache_rule import cache_key, caching_enabled, fingerprint
+from pipeline.spec.cache_rule import cache_key, caching_enabled, fingerprint
 
 MODEL_SCHEMA = ("title: kfp.Model\ntype: object\nproperties:\n  framework:\n    type: string\n"
                 "  framework_version:\n    type: string\n")

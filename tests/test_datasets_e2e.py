@@ -14,7 +14,7 @@ import yaml
 
 from bench import scoring
 from pipeline.config import load_config
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 
 pytestmark = pytest.mark.e2e
 

@@ -26,7 +26,7 @@ from components.drift_gate import (
 from components.snapshot.component import DatasetSnapshot
 from components.snapshot.store import DATA_DIR
 from pipeline.config import load_config, resolve
-from pipeline.runs import span_data
+from pipeline.local import span_data
 from tests.conftest import CONFIG
 
 

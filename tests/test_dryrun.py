@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
-from pipeline.vertex.dryrun import launcher, workers
+from pipeline.dryrun import launcher
+from pipeline.dryrun.training import workers
 from tests.vertex_support import vertex_config
 
 # -- spec pieces ----------------------------------------------------------------
@@ -57,7 +58,7 @@ def _tiny_job(path: Path, enable_cache: bool = True) -> Path:
 
 @pytest.mark.parametrize("enable_cache", [True, False])
 def test_a_second_run_is_served_from_cache_only_when_the_submitted_job_says_so(tmp_path, enable_cache):
-    from pipeline.vertex.dryrun.run import dry_run
+    from pipeline.dryrun.run import dry_run
 
     # Submit keeps each task's compiled caching option (issue 10), so the job's own tasks decide.
     config = vertex_config("pipeline.name=tiny")
@@ -82,7 +83,7 @@ print("after:", gc.get_freeze_count() > 0, sitecustomize.__file__)
 
 
 def test_task_processes_freeze_their_heap_as_the_last_thing_before_exit():
-    from pipeline.vertex.dryrun.run import TASK_SITE, _task_env
+    from pipeline.dryrun.run import TASK_SITE, _task_env
 
     out = subprocess.run([sys.executable, "-c", _EXIT_PROBE], env=_task_env(), capture_output=True, text=True,
                          check=True).stdout
@@ -141,7 +142,7 @@ print('STATE', client.get_job_state(client.get_job()).name)
 
 
 def test_the_tfx_training_client_reaches_the_emulator_and_its_job_runs(tmp_path):
-    from pipeline.vertex.dryrun.customjob import VertexEmulator
+    from pipeline.dryrun.training.customjob import VertexEmulator
 
     notes = []
     settings = _settings(tmp_path, notes)
@@ -160,7 +161,7 @@ def test_the_tfx_training_client_reaches_the_emulator_and_its_job_runs(tmp_path)
 
 
 def test_calls_other_than_the_jobservice_are_refused_loudly(tmp_path):
-    from pipeline.vertex.dryrun.customjob import VertexEmulator
+    from pipeline.dryrun.training.customjob import VertexEmulator
 
     script = ("from google.cloud.aiplatform import gapic; c = gapic.EndpointServiceClient(client_options="
               "{'api_endpoint': 'us-central1-aiplatform.googleapis.com'}); "
@@ -178,8 +179,8 @@ def test_calls_other_than_the_jobservice_are_refused_loudly(tmp_path):
 # -- config -------------------------------------------------------------------------
 
 def test_dryrun_needs_a_vertex_section(tmp_path):
+    from pipeline.dryrun.run import dry_run
     from pipeline.errors import ConfigError
-    from pipeline.vertex.dryrun.run import dry_run
 
     with pytest.raises(ConfigError, match="vertex section"):
         dry_run(load_config("configs/local.yaml"), tmp_path)

@@ -1,5 +1,5 @@
-"""No new span on Vertex: the compiled spec's one condition task (pipeline/vertex/condition_group.py),
-evaluated as the KFP driver does (pipeline/vertex/dryrun/condition.py), skips everything after the Snapshot,
+"""No new span on Vertex: the compiled spec's one condition task (pipeline/spec/condition_group.py),
+evaluated as the KFP driver does (pipeline/spec/condition.py), skips everything after the Snapshot,
 and runs it when there is a new span."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.vertex.condition_group import GROUP_TASK, TFX_DAG, channel
-from pipeline.vertex.dryrun import condition, spec
-from pipeline.vertex.dryrun.spec import SpecError
+from pipeline.errors import SpecError
+from pipeline.spec import condition, model
+from pipeline.spec.condition_group import GROUP_TASK, TFX_DAG, channel
 from tests.vertex_support import compiled_template
 
 SPANS = "data.spans=window(2)"
@@ -22,7 +22,7 @@ SNAPSHOT_INPUT = channel("Snapshot", "snapshot")
 
 @pytest.fixture(scope="module")
 def pipeline():
-    return spec.read(json.loads(compiled_template(SPANS).read_text())["pipelineSpec"])
+    return model.read(json.loads(compiled_template(SPANS).read_text())["pipelineSpec"])
 
 
 def _tasks(pipeline) -> dict:
@@ -108,8 +108,8 @@ def test_what_is_not_the_cel_tfx_writes_is_refused_when_parsed_before_anything_r
 def _two_spans_in_the_bucket(tmp_path, rows: int, overrides: list[str] = ()):
     """configs/vertex.yaml on spans (window(2)), and two spans of penguins-like rows in its mapped bucket."""
     from pipeline.config import load_config, resolve
-    from pipeline.runs import span_data
-    from pipeline.vertex.dryrun.bucket import BucketMap
+    from pipeline.dryrun.bucket import BucketMap
+    from pipeline.local import span_data
     from tests.conftest import CONFIG
 
     config = load_config("configs/vertex.yaml",
@@ -125,7 +125,7 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     """A real dry run of the compiled spec: a version serves that was trained on the bucket's newest span."""
     from components import training_record
     from components.serving_dir import SAVED_MODEL
-    from pipeline.vertex.dryrun.run import dry_run
+    from pipeline.dryrun.run import dry_run
     from tests.conftest import tree_hashes
 
     config, bucket = _two_spans_in_the_bucket(tmp_path, rows=40)
@@ -157,7 +157,7 @@ def test_a_schedules_two_runs_train_on_the_new_span_then_skip_without_one(tmp_pa
     """The same compiled spec run twice, as a schedule would: run 1 finds a new span (nothing serves yet), so
     every condition is true and it pushes; run 2 finds no newer span in the record run 1's Pusher wrote."""
     from components import training_record
-    from pipeline.vertex.dryrun.run import dry_run
+    from pipeline.dryrun.run import dry_run
 
     # Short training; the bar is low because this is about which tasks run, not the model's quality.
     config, bucket = _two_spans_in_the_bucket(tmp_path, rows=170, overrides=[

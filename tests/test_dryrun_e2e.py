@@ -2,7 +2,7 @@
 
 Run 1 is two dry runs at once on one directory: this one and a `python -m pipeline dryrun`
 process (pipeline.lock_wait_seconds=0), which runs while this one holds the bucket root's run
-lease (fake-gcs-server, pipeline/vertex/dryrun/gcs_emulator.py), so the outcome is not left to
+lease (fake-gcs-server, pipeline/dryrun/gcs_emulator.py), so the outcome is not left to
 a race (with the fork server a dry run can finish before another has started its first task).
 They take turns: this one runs the pipeline and pushes, the other exits 5 naming it, and its
 exit handler leaves the lease alone.
@@ -30,7 +30,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components import lease, training_record
 from pipeline.config import REPO_ROOT, load_config
-from pipeline.vertex.dryrun.run import dry_run
+from pipeline.dryrun.run import dry_run
 from tests.vertex_support import raw_example
 
 pytestmark = pytest.mark.e2e

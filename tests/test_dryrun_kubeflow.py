@@ -1,5 +1,5 @@
 """The shipped configs/kubeflow.yaml, compiled as `compile` does for that target and dry-run twice as the
-open-source KFP backend runs it (pipeline/vertex/dryrun/backend.py, KUBEFLOW): no lifecycle hooks, input
+open-source KFP backend runs it (pipeline/spec/backends.py, KUBEFLOW): no lifecycle hooks, input
 artifacts handed over untyped, the launcher's own executor-logs output; every task runs through our entrypoint
 (pipeline/kubeflow/entrypoint.py). Run 2 finds run 1's push serving and uses it as its baseline."""
 
@@ -14,9 +14,9 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.kubeflow.compile import load_spec
-from pipeline.vertex.condition_group import TFX_DAG
-from pipeline.vertex.dryrun import rules, spec
-from pipeline.vertex.dryrun.backend import KUBEFLOW, VERTEX
+from pipeline.spec import model, rules
+from pipeline.spec.backends import KUBEFLOW, VERTEX
+from pipeline.spec.condition_group import TFX_DAG
 
 KUBEFLOW_YAML = "configs/kubeflow.yaml"
 SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100"]
@@ -33,19 +33,19 @@ def package(tmp_path_factory) -> Path:
 def test_a_pre_cache_hook_is_refused_for_kubeflow_but_not_for_vertex(package):
     # The open-source backend never runs lifecycle.preCacheCheck; a spec relying on it would silently lose it.
     pipeline_spec = copy.deepcopy(load_spec(package))
-    assert rules.check(spec.read(pipeline_spec), KUBEFLOW) == []
+    assert rules.check(model.read(pipeline_spec), KUBEFLOW) == []
     executors = pipeline_spec["deploymentSpec"]["executors"]
     label = next(label for label in executors if label.startswith("Snapshot"))
     executors[label]["container"]["lifecycle"] = {"preCacheCheck": {"command": ["python", "-c", "pass"]}}
-    [violation] = rules.check(spec.read(pipeline_spec), KUBEFLOW)
+    [violation] = rules.check(model.read(pipeline_spec), KUBEFLOW)
     assert violation.rule == "container" and "does not run this hook" in str(violation)
-    assert not [v for v in rules.check(spec.read(pipeline_spec), VERTEX) if "hook" in str(v)]
+    assert not [v for v in rules.check(model.read(pipeline_spec), VERTEX) if "hook" in str(v)]
 
 
 def test_the_executor_input_is_built_as_the_open_source_driver_builds_it(package):
-    from pipeline.vertex.dryrun import driver
+    from pipeline.dryrun import driver
 
-    pipeline = spec.read(load_spec(package))
+    pipeline = model.read(load_spec(package))
     [group] = [t for t in pipeline.sub_dag(pipeline.root.tasks[TFX_DAG]).tasks.values() if t.kind == "dag"]
     trainer = pipeline.sub_dag(group).tasks["Trainer"]
     artifacts = {key: [{"name": f"a/{key}", "uri": f"gs://b/{key}", "type": {"schemaTitle": "tfx.Examples"}}]
@@ -62,7 +62,7 @@ def test_the_executor_input_is_built_as_the_open_source_driver_builds_it(package
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    from pipeline.vertex.dryrun.run import dry_run
+    from pipeline.dryrun.run import dry_run
 
     config = load_config(KUBEFLOW_YAML, SHORT)
     out = io.StringIO()

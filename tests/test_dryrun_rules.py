@@ -1,4 +1,4 @@
-"""The spec rules the backend applies (pipeline/vertex/dryrun/rules.py), each broken in a real compiled spec.
+"""The spec rules the backend applies (pipeline/spec/rules.py), each broken in a real compiled spec.
 
 Every shipped variant compiles to a spec that keeps every rule; each rule,
 broken in that spec, makes `dryrun --spec` fail before any task runs, with
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.vertex.condition_group import GROUP_COMPONENT, GROUP_TASK, TFX_DAG
-from pipeline.vertex.dryrun import rules, spec
-from pipeline.vertex.dryrun.backend import VERTEX
-from pipeline.vertex.dryrun.spec import SpecError
+from pipeline.errors import SpecError
+from pipeline.spec import model, rules
+from pipeline.spec.backends import VERTEX
+from pipeline.spec.condition_group import GROUP_COMPONENT, GROUP_TASK, TFX_DAG
 from tests.vertex_support import compiled_template, vertex_config
 
 SPANS = ("data.spans=window(2)", "trainer.warm_start=true")
@@ -28,7 +28,7 @@ VARIANTS = [(), SPANS, ("data.spans=window(2)", "data.analyzer_cache=true")]
 @pytest.mark.parametrize("overrides", VARIANTS, ids=["flat", "spans-warm-start", "analyzer-cache"])
 def test_every_shipped_variant_keeps_every_rule(overrides):
     job = json.loads(compiled_template(*overrides).read_text())
-    pipeline = spec.read(job["pipelineSpec"])
+    pipeline = model.read(job["pipelineSpec"])
     assert rules.check(pipeline, VERTEX) == []
     tasks = list(pipeline.tasks())
     # What the issue asks in so many words: producers are tasks of their DAG, their outputs declared, no resolver.
@@ -61,7 +61,7 @@ def _executor(job: dict, task: dict) -> dict:
 
 
 def _dry_run_refuses(tmp_path: Path, job: dict) -> str:
-    from pipeline.vertex.dryrun.run import dry_run
+    from pipeline.dryrun.run import dry_run
 
     path = tmp_path / "broken.json"
     path.write_text(json.dumps(job))
@@ -211,8 +211,8 @@ def test_all_broken_rules_are_reported_at_once(tmp_path, compiled):
 
 
 def test_a_spec_file_that_is_not_there_is_a_config_error(tmp_path):
+    from pipeline.dryrun.run import dry_run
     from pipeline.errors import ConfigError
-    from pipeline.vertex.dryrun.run import dry_run
 
     with pytest.raises(ConfigError, match="--spec .*no such file"):
         dry_run(vertex_config(), tmp_path, template=tmp_path / "missing.json")

@@ -14,9 +14,9 @@ from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
 from components import example_gen, span_example_gen
+from components.errors import SnapshotError
 from components.snapshot import store
 from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot
-from components.snapshot.store import SnapshotError
 from tests.test_span_example_gen import SPLITS, records, snapshot, write_spans
 
 SPAN_LAYOUT = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])

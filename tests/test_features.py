@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from tensorflow_transform.tf_metadata import schema_utils
 
 from trainer import features
-from trainer.feature_config import FeatureConfig, FeatureConfigError, resolve
+from trainer.errors import FeatureConfigError
+from trainer.feature_config import FeatureConfig, resolve
 from trainer.model import build_model
 
 COLUMNS = {"y": "int", "fare": "float", "miles": "float", "company": "string", "tract": "int", "hour": "int",
@@ -189,7 +190,7 @@ def test_preprocessing_fn_hook_and_the_features_section_reach_transform_and_trai
     import json
 
     from pipeline.config import load_config
-    from pipeline.pipeline import PREPROCESSING_FN, create_pipeline
+    from pipeline.dag.pipeline import PREPROCESSING_FN, create_pipeline
 
     def transform_and_trainer(config):
         pipeline = create_pipeline(config)

@@ -1,4 +1,4 @@
-"""The dry run's fork server (pipeline/vertex/dryrun/forkserver.py) with small task modules, and once with the
+"""The dry run's fork server (pipeline/dryrun/forkserver/) with small task modules, and once with the
 real preload of a TFX task: a forked task is set up as `python -m` would set it up, its exit status is the
 interpreter's, it can be killed, and anything that might differ from a fresh process gets a fresh one. A process
 keeps its server for its next dry runs, as long as it fits them."""
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import REPO_ROOT
-from pipeline.vertex.dryrun import forkserver, trust
-from pipeline.vertex.dryrun.gcs_emulator import EMULATOR_ENV
+from pipeline.dryrun import forkserver
+from pipeline.dryrun.gcs_emulator import EMULATOR_ENV
+from pipeline.dryrun.training import trust
 
 _TASK = """
 import json, os, sys, time
@@ -186,7 +187,7 @@ def test_the_real_preload_of_a_tfx_task_passes_the_checks_and_xla_flags_apply_in
 _PARENT = """
 import sys, time
 from pathlib import Path
-from pipeline.vertex.dryrun import forkserver
+from pipeline.dryrun import forkserver
 tmp = Path(sys.argv[1])
 run = forkserver.Run(["json"], tmp / "forkserver.log", sys.stderr)
 env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": sys.argv[2]}

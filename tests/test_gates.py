@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from components.data_gate import DataAnomaliesError, check
+from components.data_gate import check
+from components.errors import DataAnomaliesError
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.dag.evaluation import bounds
 from pipeline.errors import EXIT_FAILED, PipelineFailed
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from pipeline.runs.mlmd import anomalies_of, open_store
 from pipeline.runs.summary import ACCURACY, summarize
 from tests.bad_inputs import write_case

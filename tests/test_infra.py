@@ -92,7 +92,7 @@ def test_terraform_enables_every_api_the_run_and_preflight_call(tf, overrides):
     # The code's own lists: what the configured run calls (preflight's APIs check asks for these), and every
     # API preflight may call (google_apis refuses others; test_preflight.py checks a full run calls exactly
     # these). Adding a call to a new API without enabling it here fails.
-    from pipeline.vertex import google_apis
+    from pipeline.cloud import google_apis
     from pipeline.vertex.preflight import required_apis
 
     config = load_config("configs/vertex.yaml", overrides)

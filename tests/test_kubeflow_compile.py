@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.kubeflow.compile import ENTRYPOINT, load_spec, with_caching
-from pipeline.vertex import cache_rule
+from pipeline.spec import cache_rule
 from tests.kubeflow_support import compiled_package, kubeflow_config
 
 
@@ -43,7 +43,7 @@ def test_every_task_caches_by_the_same_rule_as_on_vertex(overrides):
 
     # kfp.Client's --cache/--no-cache overrides root tasks only, and every task sits in the exit handler's
     # `tfx-dag` sub-DAG (pipeline/dag/run_lease.py), with spans most in the condition's sub-DAG too
-    # (pipeline/vertex/condition_group.py): with_caching writes the override into every task instead.
+    # (pipeline/spec/condition_group.py): with_caching writes the override into every task instead.
     assert set(spec["root"]["dag"]["tasks"]) == {"tfx-dag", "ReleaseRunLease"}
     assert {"RunLease", "ReleaseRunLease"} <= never
     for enable in (True, False):

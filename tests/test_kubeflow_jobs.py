@@ -218,7 +218,7 @@ def test_a_spec_the_command_would_not_use_is_refused_not_ignored(kfp, capsys):
 
 
 def test_preflight_checks_the_api_server_bucket_and_image(kfp, capsys, monkeypatch):
-    from pipeline.vertex import images
+    from pipeline.cloud import images
     from tests.fake_google_apis import FakeGoogleApis, Project
 
     fake, args, _ = kfp

@@ -121,7 +121,7 @@ def test_the_repaired_input_carries_the_declared_type_and_split_names(data_gate,
     """The gate reads both splits, so the artifact reached it as ExampleAnomalies with its split names."""
     from tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor import _parse_flags
 
-    from components.data_gate import DataAnomaliesError
+    from components.errors import DataAnomaliesError
     from pipeline.kubeflow import entrypoint
 
     anomalies = _anomalies(tmp_path / "anomalies", eval_reason="unexpected island Atlantis")
@@ -131,7 +131,8 @@ def test_the_repaired_input_carries_the_declared_type_and_split_names(data_gate,
 
 
 def test_what_cannot_be_typed_is_an_error_naming_it(data_gate, tmp_path):
-    from pipeline.kubeflow.entrypoint import LauncherInputError, repair_executor_input
+    from pipeline.errors import LauncherInputError
+    from pipeline.kubeflow.entrypoint import repair_executor_input
 
     args = data_gate[1]
     inputs_spec = args[args.index("--json_serialized_inputs_spec_args") + 1]

@@ -12,7 +12,8 @@ import threading
 import pytest
 
 from components import gcs, lease
-from pipeline.runs.lock import RunLocked, run_lock
+from pipeline.errors import RunLocked
+from pipeline.local.lock import run_lock
 
 
 class Clock:

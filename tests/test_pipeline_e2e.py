@@ -11,7 +11,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from bench import scoring
 from pipeline.dag.evaluation import bounds
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from pipeline.runs.summary import ACCURACY, summarize
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 

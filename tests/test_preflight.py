@@ -11,8 +11,8 @@ import json
 import pytest
 
 from pipeline.cli import main
+from pipeline.cloud import google_apis
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
-from pipeline.vertex import google_apis
 from pipeline.vertex import preflight as preflight_module
 from tests import vertex_support as vs
 from tests.fake_google_apis import FakeGoogleApis, Project
@@ -201,7 +201,7 @@ def test_spec_checks_see_the_job_submit_would_send(serve, capsys, monkeypatch):
 
 
 def test_a_spec_that_breaks_a_backend_rule_fails_preflight_naming_it(serve, capsys, tmp_path):
-    # The dry run's up-front rules (pipeline/vertex/dryrun/rules.py), on the spec about to be sent.
+    # The dry run's up-front rules (pipeline/spec/rules.py), on the spec about to be sent.
     job = json.loads(vs.compiled_template().read_text())
     tasks = vs.pipeline_tasks(job["pipelineSpec"])
     examples = tasks["StatisticsGen"]["inputs"]["artifacts"]["examples"]

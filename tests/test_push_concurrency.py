@@ -19,8 +19,8 @@ import pytest
 
 from components import lease, serving_dir, training_record
 from pipeline.config import load_config
+from pipeline.local.lock import run_lock
 from pipeline.runs.history import Row, format_history
-from pipeline.runs.lock import run_lock
 from pipeline.runs.summary import RunSummary, format_summary
 from tests.test_pusher import _statistics
 

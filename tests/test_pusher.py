@@ -27,7 +27,7 @@ from components.pusher import (
     PushExecutor,
 )
 from components.snapshot.component import DatasetSnapshot
-from pipeline.runs.lock import run_lock
+from pipeline.local.lock import run_lock
 
 
 def _age(path: Path, seconds: float) -> None:

@@ -15,7 +15,7 @@ from tfx.types import artifact as tfx_artifact
 from pipeline import cli
 from pipeline.config import load_config
 from pipeline.errors import PipelineFailed
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from pipeline.runs.history import Row, format_history, history
 from pipeline.runs.history_page import history_figure
 from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir

@@ -58,7 +58,7 @@ def test_a_run_without_a_summary_pushed_nothing():
 
 
 def test_spans_refuse_features_they_cannot_drift():
-    from pipeline.runs.span_data import pick_drift
+    from pipeline.local.span_data import pick_drift
 
     with pytest.raises(ConfigError, match=r"^features: spans need a numeric FLOAT and a categorical"):
         pick_drift(["bill_length_mm"], [])

@@ -14,7 +14,8 @@ from components.snapshot import newness, spans
 from components.training_record import RECORDS_DIR
 from pipeline.config import load_config, resolve
 from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
-from pipeline.runs import mlmd, span_data
+from pipeline.local import span_data
+from pipeline.runs import mlmd
 from pipeline.runs.summary import summarize
 from tests.conftest import CONFIG, SAFETY_TRAIN_STEPS, tree_hashes
 

@@ -11,7 +11,7 @@ import pytest
 
 from components import gcs, lease, serving_dir
 from components.pusher import LEASE_OWNER, LEASE_TTL
-from pipeline.vertex.dryrun import gcs_emulator
+from pipeline.dryrun import gcs_emulator
 
 
 def _root(bucket) -> str:

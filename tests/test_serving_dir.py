@@ -1,4 +1,4 @@
-"""Whole pushes (components/serving_dir.py) and the run lock (pipeline/runs/lock.py), without a pipeline run."""
+"""Whole pushes (components/serving_dir.py) and the run lock (pipeline/local/lock.py), without a pipeline run."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from components import serving_dir
-from pipeline.runs.lock import LOCK_FILE, RunLocked, run_lock
+from pipeline.errors import RunLocked
+from pipeline.local.lock import LOCK_FILE, run_lock
 
 
 def _model(tmp_path: Path, tag: str = "a") -> Path:

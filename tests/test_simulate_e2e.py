@@ -11,10 +11,10 @@ import pytest
 
 from components import serving_dir
 from pipeline.config import load_config
+from pipeline.local.simulate import simulate
 from pipeline.runs.history import history
 from pipeline.runs.history_page import history_path
 from pipeline.runs.report import read_scalars
-from pipeline.runs.simulate import simulate
 from pipeline.runs.summary import summarize
 from tests.conftest import SAFETY_TRAIN_STEPS
 

@@ -12,7 +12,7 @@ from components.snapshot import spans, store
 from components.snapshot.component import SPANS, SnapshotExecutor
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
-from pipeline.runs import span_data
+from pipeline.local import span_data
 from tests.conftest import CONFIG
 
 

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from trainer.data import BatchSizeError, per_replica_batch_size
-from trainer.strategy import StrategyError, make_strategy, require_accelerator, tf_config_from_vertex
+from trainer.data import per_replica_batch_size
+from trainer.errors import BatchSizeError, StrategyError
+from trainer.strategy import make_strategy, require_accelerator, tf_config_from_vertex
 
 # What Vertex AI sets on the first replica of a job with a chief pool and two workers.
 VERTEX_CLUSTER_SPEC = {

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from pipeline.vertex import cache_rule
+from pipeline.spec import cache_rule
 from tests.vertex_cache_sim import World
 from tests.vertex_support import compiled_template, pipeline_tasks
 
@@ -66,7 +66,7 @@ def test_new_data_reaches_the_next_run(job):
 
 
 def test_unchanged_data_reruns_everything_after_the_snapshot(job):
-    """ExampleGen reads the snapshot artifact, new every run (pipeline/vertex/cache_rule.py says why that costs
+    """ExampleGen reads the snapshot artifact, new every run (pipeline/spec/cache_rule.py says why that costs
     little: the schema import already makes the rest rerun)."""
     world = World(source=PENGUINS_V1)
     first = world.run(job)

@@ -12,8 +12,9 @@ import sys
 import pytest
 
 from pipeline.config import load_config
+from pipeline.dag.beam import beam_pipeline_args
+from pipeline.dag.vertex_training import trainer_class, trainer_custom_config
 from pipeline.errors import ConfigError
-from pipeline.vertex.dag import beam_pipeline_args, trainer_class, trainer_custom_config
 from tests.vertex_support import (
     BUCKET,
     DATAFLOW_SA,
@@ -293,8 +294,8 @@ def test_compile_rejects_a_config_without_vertex(capsys):
 def test_with_spans_everything_after_the_snapshot_is_one_task_conditional_on_its_new_span_property():
     """data.skip_when_no_new_span on Vertex (pipeline/dag/conditions.py): TFX writes the condition on every task
     after the Snapshot; compile regroups them into one sub-DAG task that carries it, as the KFP SDK compiles
-    dsl.If (pipeline/vertex/condition_group.py). Without spans no task is conditional (no extra input)."""
-    from pipeline.vertex.condition_group import GROUP_COMPONENT, GROUP_TASK, channel
+    dsl.If (pipeline/spec/condition_group.py). Without spans no task is conditional (no extra input)."""
+    from pipeline.spec.condition_group import GROUP_COMPONENT, GROUP_TASK, channel
 
     spec = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]
     root = pipeline_tasks(spec)
@@ -330,7 +331,8 @@ def _conditioned(condition: str) -> dict:
      "task D reads B's output from inside the condition group"),
 ])
 def test_conditions_that_do_not_fit_one_group_are_refused_naming_the_task(tasks, error):
-    from pipeline.vertex.condition_group import ConditionGroupError, group_conditions
+    from pipeline.errors import ConditionGroupError
+    from pipeline.spec.condition_group import group_conditions
 
     spec = {"root": {"dag": {"tasks": tasks}},
             "components": {"c": {"executorLabel": "e", "outputDefinitions": {"artifacts": {"o": {}}}}}}
@@ -343,8 +345,8 @@ def test_conditions_that_do_not_fit_one_group_are_refused_naming_the_task(tasks,
 def test_example_gen_reads_the_snapshot_artifact_and_the_baseline_is_the_model_serving_now(overrides):
     """No dynamic execution property (TFX 1.16 compiles one into a reference to a task that does not exist,
     which the spec rules refuse: tests/test_dryrun_rules.py) and no resolver task."""
-    from pipeline.vertex.condition_group import channel
-    from pipeline.vertex.dryrun import spec as spec_model
+    from pipeline.spec import model as spec_model
+    from pipeline.spec.condition_group import channel
 
     pipeline = spec_model.read(json.loads(compiled_template(*overrides).read_text())["pipelineSpec"])
     tasks = {t.name: t for t in pipeline.tasks()}

@@ -365,7 +365,7 @@ def test_bad_schedule_times_and_limits_are_rejected_locally(vertex, capsys, extr
 
 
 def test_valid_crons_pass():
-    from pipeline.vertex.schedules import validate_cron
+    from pipeline.cloud.cron import validate_cron
 
     for cron in ["0 3 * * 1", "*/15 * * * *", "0 0 1,15 JAN-JUN *", "CRON_TZ=America/New_York 30 6 * * 1-5"]:
         assert validate_cron(cron) == cron

@@ -30,7 +30,7 @@ import hashlib
 import itertools
 from typing import Any, Optional
 
-from pipeline.vertex import cache_rule
+from pipeline.spec import cache_rule
 
 _ids = itertools.count(1)
 

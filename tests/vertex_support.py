@@ -36,14 +36,14 @@ def compiled_template(*overrides: str) -> Path:
 
 def pipeline_tasks(pipeline_spec: dict) -> dict:
     """The pipeline's tasks: in the `tfx-dag` sub-DAG the exit handler wraps them in (pipeline/dag/run_lease.py)."""
-    from pipeline.vertex.condition_group import task_dag
+    from pipeline.spec.condition_group import task_dag
 
     return task_dag(pipeline_spec)["tasks"]
 
 
 def task_executor(spec: dict, task: str) -> dict:
     """The container spec of one task in a compiled PipelineJob JSON."""
-    from pipeline.vertex.cache_rule import task_executor as executor
+    from pipeline.spec.cache_rule import task_executor as executor
 
     pipeline_spec = spec["pipelineSpec"]
     return executor(pipeline_spec, pipeline_tasks(pipeline_spec)[task])["container"]

@@ -27,10 +27,9 @@ from pydantic import Field, ValidationError, field_validator
 
 from trainer import synthetic, tasks
 from trainer.config import Section, TrainerConfig, validate_uri
-from trainer.data import BatchSizeError
+from trainer.errors import BatchSizeError, StrategyError
 from trainer.fit import TransformedData, fit_and_export
 from trainer.model import build_model
-from trainer.strategy import StrategyError
 
 # Exit codes: preempted is "try again" (EX_TEMPFAIL); a restart resumes.
 EXIT_OK, EXIT_BAD_CONFIG, EXIT_PREEMPTED = 0, 2, 75

@@ -13,6 +13,8 @@ from typing import Callable, Optional
 import numpy as np
 import tensorflow as tf
 
+from trainer.errors import BatchSizeError
+
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
@@ -193,10 +195,6 @@ def _shuffled_epochs(records: tf.data.Dataset, feature_spec: dict, label: str, b
 _WHOLE_SHARD = 1 << 40
 # Records parsed at a time when loading a shard: large enough that per-chunk overhead is nil.
 _PARSE_CHUNK = 1 << 16
-
-
-class BatchSizeError(ValueError):
-    """trainer.global_batch_size does not split evenly over replicas and micro-batches."""
 
 
 def per_replica_batch_size(global_batch_size: int, num_replicas: int, micro_batches: int = 1) -> int:

@@ -17,14 +17,11 @@ from typing import Any, Literal, Mapping, Optional
 from pydantic import Field, field_validator, model_validator
 
 from trainer.config import Section
+from trainer.errors import FeatureConfigError
 
 ColumnType = Literal["int", "float", "string"]
 TaskName = Literal["multiclass", "binary", "regression"]
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-
-
-class FeatureConfigError(ValueError):
-    """The features section does not fit the data; the message names the field."""
 
 
 class NumericFeature(Section):

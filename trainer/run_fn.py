@@ -12,6 +12,7 @@ import tensorflow_transform as tft
 
 from trainer import outcome
 from trainer.config import TrainerConfig
+from trainer.errors import PreemptedError
 from trainer.export import export_serving_model
 from trainer.fit import TransformedData, fit_and_export
 from trainer.spec import TrainingSpec, training_spec
@@ -23,10 +24,6 @@ log = logging.getLogger(__name__)
 CONFIG_KEY = "trainer"
 # How long a worker waits for the chief's export before its replica fails.
 CHIEF_EXPORT_WAIT_SECONDS = 600
-
-
-class PreemptedError(RuntimeError):
-    """Training stopped on SIGTERM after saving a checkpoint; a restart resumes it."""
 
 
 def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):

@@ -14,15 +14,13 @@ import tempfile
 
 import tensorflow as tf
 
+from trainer.errors import StrategyError
+
 log = logging.getLogger(__name__)
 
 # Vertex AI names its worker pools workerpool0..3; TF_CONFIG wants task types.
 _VERTEX_POOL_TO_TASK = {"workerpool0": "chief", "workerpool1": "worker",
                         "workerpool2": "ps", "workerpool3": "evaluator"}
-
-
-class StrategyError(RuntimeError):
-    """The requested strategy cannot be created here; the message says why."""
 
 
 def tf_config_from_vertex(cluster_spec_json: str) -> dict:

@@ -21,7 +21,7 @@ runs before TFX's cache lookup and adds a cheap fingerprint of the source
 same way ExampleGen's own driver keys its cache; with skip_when_no_new_span,
 the version serving now joins it, since the newness answer depends on it.
 Vertex runs no custom drivers: there the compiled spec turns caching off for
-this task instead (pipeline/vertex/cache_rule.py).
+this task instead (pipeline/spec/cache_rule.py).
 """
 
 from __future__ import annotations

@@ -32,17 +32,14 @@ import os
 import re
 from typing import Optional
 
-from components.snapshot.storage import storage_for
+from components.errors import SpanError
+from components.storage import storage_for
 
 _NUMBERED = re.compile(r"^span-(\d+)$")
 _DATED = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _SELECTION = re.compile(r"^(all|latest|window\((\d+)\))$")
 _MARKER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 DEFAULT_READY_MARKER = "_SUCCESS"
-
-
-class SpanError(RuntimeError):
-    """The span layout or the selection is wrong; the message names the directory."""
 
 
 @dataclasses.dataclass(frozen=True, order=True)

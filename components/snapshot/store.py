@@ -29,18 +29,15 @@ import time
 import uuid
 from typing import BinaryIO, Iterator, Optional, Sequence
 
+from components.errors import SnapshotError
 from components.snapshot import missing_values as _missing
-from components.snapshot.storage import Storage, storage_for
+from components.storage import Storage, storage_for
 
 MANIFEST = "manifest.json"
 DATA_DIR = "data"
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 _TMP_PREFIX = ".tmp-"
 _CHUNK = 1 << 20
-
-
-class SnapshotError(RuntimeError):
-    """A snapshot cannot be made or used; the message names the file or digest."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,7 +6,7 @@
 locals {
   bucket_name = "${var.project_id}-${var.name}-pipeline"
   # What the run calls (pipeline/vertex/preflight.py required_apis), what preflight calls
-  # (pipeline/vertex/google_apis.py APIS), Cloud Build (infra/cloudbuild.yaml), Logging (the
+  # (pipeline/cloud/google_apis.py APIS), Cloud Build (infra/cloudbuild.yaml), Logging (the
   # jobs' logs) and Cloud TPU (TPUClusterResolver with trainer.tpu naming a TPU node);
   # tests/test_infra.py checks the first two are here.
   apis = [

@@ -11,7 +11,7 @@ on that property, which both platforms evaluate at run time:
 - for Vertex, the compiler writes the predicate as each task's CEL
   `triggerPolicy.condition` (tfx/orchestration/kubeflow/v2/step_builder.py,
   compiler_utils.placeholder_to_cel), which the backend's driver evaluates
-  before the task (pipeline/vertex/dryrun/condition.py cites the source).
+  before the task (pipeline/spec/condition.py cites the source).
 Each task carries the predicate itself, so no task depends on a skipped
 one's outputs for being skipped. Resolver tasks get no condition on Vertex
 (step_builder.py builds them apart); they only query metadata.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 from typing import ContextManager
 
-# From its defining module, not tfx.v1 (which imports the Vertex extensions; pipeline/pipeline.py).
+# From its defining module, not tfx.v1 (which imports the Vertex extensions; pipeline/dag/pipeline.py).
 from tfx.dsl.experimental.conditionals.conditional import Cond
 
 from components.snapshot.component import SNAPSHOT_KEY, Snapshot

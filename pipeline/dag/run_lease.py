@@ -2,7 +2,7 @@
 
 Two runs on one gs:// root would train, decide against the same serving
 model and push; a local run holds the root's lease in its own process
-(pipeline/runs/lock.py). A compiled run has no process that lives through it,
+(pipeline/local/lock.py). A compiled run has no process that lives through it,
 so the lease is held by the run itself (components/run_lease.py):
 - `first_task`: RunLease, upstream of every other task (`lease_everything`),
   takes `<pipeline.root>/run.lock` for the run, waiting up to

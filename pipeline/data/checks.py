@@ -16,7 +16,8 @@ from typing import Optional
 
 from pipeline.config import Config, resolve
 from pipeline.errors import ConfigError
-from trainer.feature_config import ColumnType, FeatureConfig, FeatureConfigError, ResolvedFeatures
+from trainer.errors import FeatureConfigError
+from trainer.feature_config import ColumnType, FeatureConfig, ResolvedFeatures
 from trainer.feature_config import resolve as resolve_features
 from trainer.tasks import MAIN_METRICS
 

@@ -12,7 +12,8 @@ from components.snapshot import store
 from pipeline.config import Config, resolve
 from pipeline.data.checks import columns_from_schema
 from pipeline.errors import CommandFailed, ConfigError
-from trainer.feature_config import FeatureConfigError, ResolvedFeatures
+from trainer.errors import FeatureConfigError
+from trainer.feature_config import ResolvedFeatures
 from trainer.feature_config import resolve as resolve_features
 
 

@@ -16,13 +16,9 @@ from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 from pipeline.config import Config, resolve
-from pipeline.errors import CommandFailed, ConfigError
+from pipeline.errors import ConfigError, KubeflowError
 
 T = TypeVar("T")
-
-
-class KubeflowError(CommandFailed):
-    """A call to the KFP API server failed; the message says what to do about it."""
 
 
 def read_token(config: Config) -> Optional[str]:

@@ -10,7 +10,7 @@ three differences the open-source backend needs:
   launcher hands TFX's (artifact types; GCS directory markers);
 - the file is the IR as YAML, the package format kfp.Client.create_run_from_pipeline_package
   reads (kfp/client/client.py, _extract_pipeline_yaml: .yaml/.yml/.zip/.tar.gz, not .json).
-Each task's caching option is set by the same rule as on Vertex (pipeline/vertex/cache_rule.py).
+Each task's caching option is set by the same rule as on Vertex (pipeline/spec/cache_rule.py).
 
 The open-source backend's cache (kubeflow/pipelines at 7b70c7b, the source cache_rule.py models
 Vertex's from) against that model:
@@ -33,7 +33,7 @@ Vertex's from) against that model:
   says. Vertex has no such switch.
 - `--cache`/`--no-cache`: kfp.Client's override reaches root-DAG tasks only
   (kfp/client/client.py, _override_caching_options), and the no-new-span condition puts most
-  tasks in a sub-DAG (pipeline/vertex/condition_group.py); `with_caching` writes the override
+  tasks in a sub-DAG (pipeline/spec/condition_group.py); `with_caching` writes the override
   into every task instead, as aiplatform's does on Vertex.
 - Cached outputs are re-published from ML Metadata (driver/container.go, reuseCachedOutputs);
   KFP is removing MLMD (kubeflow/pipelines#11760, KEP 12147), which will move this. Our history,
@@ -50,8 +50,8 @@ import yaml
 
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
-from pipeline.vertex import cache_rule
-from pipeline.vertex.compile import compile_job, output_path
+from pipeline.spec import cache_rule
+from pipeline.spec.compile import compile_job, output_path
 
 DEFAULT_OUTPUT = "output/kubeflow/pipeline.yaml"
 ENTRYPOINT = ["python", "-m", "pipeline.kubeflow.entrypoint"]
@@ -78,7 +78,7 @@ def with_caching(package: Path, enable_caching: Optional[bool]) -> Path:
 
     kfp.Client's own enable_caching overrides only the root DAG's tasks (kfp/client/client.py,
     _override_caching_options), and with spans most tasks sit in the condition's sub-DAG
-    (pipeline/vertex/condition_group.py); so the override is made here and kfp.Client gets None."""
+    (pipeline/spec/condition_group.py); so the override is made here and kfp.Client gets None."""
     if enable_caching is None:
         return package
     spec = load_spec(package)

@@ -42,11 +42,9 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from pipeline.errors import LauncherInputError
+
 LAUNCHER_OUTPUTS = frozenset({"executor-logs"})  # launcher-managed, see 2. above
-
-
-class LauncherInputError(ValueError):
-    """The executor input names an artifact whose type cannot be known."""
 
 
 def _untyped(artifact_type) -> bool:

@@ -1,5 +1,5 @@
 """Preflight for `pipeline.target: kubeflow`: what can be checked from this machine before a
-run is sent, one line per check (the line format and statuses of pipeline/vertex/preflight.py):
+run is sent, one line per check (pipeline/cloud/preflight.py's lines and statuses):
 - the KFP API server answers its health check with our token (kubeflow.host; multi-user or not);
 - the pipeline root's bucket exists (Cloud Storage, your Application Default Credentials);
 - the pipeline image exists in Artifact Registry.
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from pipeline.cloud import images
+from pipeline.cloud.preflight import FAIL, OK, UNKNOWN, Result, report, run_checks, stop_if_failed
 from pipeline.config import Config
-from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError
-from pipeline.kubeflow.client import KubeflowError, check_server, read_token
-from pipeline.vertex import images
-from pipeline.vertex.preflight import _API_ERRORS, FAIL, OK, UNKNOWN, Result, _short, report, stop_if_failed
+from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError, KubeflowError
+from pipeline.kubeflow.client import check_server, read_token
 
 
 def _api(config: Config) -> list[Result]:
@@ -60,7 +60,7 @@ def _image(config: Config, g) -> list[Result]:
 
 
 def run(config: Config, endpoint: Optional[str] = None) -> list[Result]:
-    from pipeline.vertex.google_apis import GoogleApis
+    from pipeline.cloud.google_apis import GoogleApis
 
     results = _api(config)
     ref = images.parse(config.kubeflow.pipeline_image)
@@ -68,12 +68,7 @@ def run(config: Config, endpoint: Optional[str] = None) -> list[Result]:
         g = GoogleApis(ref.project if ref else "", endpoint)
     except CommandFailed as e:  # no Application Default Credentials
         return [*results, Result(UNKNOWN, "Google Cloud", f"not checked: {e}")]
-    for name, check in (("bucket", _bucket), ("image", _image)):
-        try:
-            results.extend(check(config, g))
-        except _API_ERRORS as e:
-            results.append(Result(UNKNOWN, name, f"could not check: {_short(e)}"))
-    return results
+    return [*results, *run_checks((("bucket", _bucket), ("image", _image)), config, g)]
 
 
 def ensure(config: Config, skip: bool = False, endpoint: Optional[str] = None) -> None:

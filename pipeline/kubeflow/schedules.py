@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 import sys
 
+from pipeline.cloud.cron import parse_time, validate_cron
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
 from pipeline.kubeflow.client import call, make_client
-from pipeline.vertex.schedules import parse_time, validate_cron
 
 _UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # The API server's bound (api_converter.go, toModelJob: "at least 1 and at most 10").
@@ -82,10 +82,10 @@ def _recurring_run_id(value: str | None, action: str) -> str:
 
 
 def cmd_schedule(config: Config, args) -> int:
+    from pipeline.cloud.cache_override import cache_override_note
     from pipeline.kubeflow.compile import with_caching
     from pipeline.kubeflow.preflight import ensure
     from pipeline.kubeflow.submit import package_for
-    from pipeline.vertex.client import cache_override_note
 
     kf = config.kubeflow
     if args.action == "create":

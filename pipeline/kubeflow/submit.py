@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from pipeline.cloud.follow import follow
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError
-from pipeline.follow import follow
 from pipeline.kubeflow.client import call, make_client
 
 # V2beta1RuntimeState values that end a run (backend/api/v2beta1/run.proto, RuntimeState).
@@ -65,9 +65,9 @@ def wait(config: Config, run_id: str, poll_seconds: float = 30.0, report: Callab
 
 
 def cmd_submit(config: Config, args) -> int:
+    from pipeline.cloud.cache_override import cache_override_note
     from pipeline.kubeflow.compile import with_caching
     from pipeline.kubeflow.preflight import ensure
-    from pipeline.vertex.client import cache_override_note
 
     if args.job_id:
         raise ConfigError("--job-id is for Vertex AI; a KFP run is named <pipeline name>-<time> and gets its id "

@@ -5,7 +5,7 @@ pool-hours are that time times the replicas (the preset's machine plus `extra_wo
 has no pool: its pool-hours are the CPU-hours the trainer used (trainer/outcome.py `cpu_seconds`).
 A run whose Trainer came from cache trained nothing and cost nothing.
 
-Prices come from `vertex.prices` (pipeline/vertex/config.py), each with the date it was read and its
+Prices come from `vertex.prices` (pipeline/sections/vertex.py), each with the date it was read and its
 source; every figure here is an estimate from a price list, never a measured bill. The same training
 on another preset is estimated at the same hours, which assumes that preset's device runs this
 training as fast: its throughput is not measured, so that figure is only a price ratio and says so.
@@ -18,7 +18,7 @@ from typing import Optional
 
 from pipeline.config import Config
 from pipeline.runs.summary import RunSummary
-from pipeline.vertex.config import Price
+from pipeline.sections.vertex import Price
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,8 +13,9 @@ from typing import Optional
 import matplotlib.pyplot as plt
 
 from pipeline.config import Config, join
+from pipeline.runs import html as page
 from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric
-from pipeline.runs.report import _PAGE, HISTORY_FILE, _e, _img, _section, _table
+from pipeline.runs.report import HISTORY_FILE
 
 
 def history_path(config: Config) -> str:
@@ -22,7 +23,7 @@ def history_path(config: Config) -> str:
 
 
 def _plot(rows: list[Row], metric_label: str) -> str:
-    return _img(history_figure(rows, metric_label), f"eval {metric_label} over runs")
+    return page.img(history_figure(rows, metric_label), f"eval {metric_label} over runs")
 
 
 def history_figure(rows: list[Row], metric_label: str):
@@ -51,15 +52,15 @@ def history_figure(rows: list[Row], metric_label: str):
 
 
 def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy") -> str:
-    table = _table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "trainer h",
+    table = page.table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "trainer h",
                     "est. $", "serving now"],
                    [[i, r.run_id, r.spans, r.rows if r.rows is not None else "-", r.drift,
                      f"{r.metric:.4f}" if r.metric is not None else "-",
                      {True: "yes", False: "NO", None: "-"}[r.blessed], r.pushed_version or "-", r.outcome,
                      *cost_cells(r), "yes" if r.serving and r.pushed_version else ""] for i, r in enumerate(rows, 1)])
-    body = _section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
-                    + (f"<p class=dim>{_e(cost_note(rows))}</p>" if rows else ""))
-    return _PAGE.format(title=_e(f"{pipeline_name}: history of runs"), body=body)
+    body = page.section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
+                    + (f"<p class=dim>{page.escape(cost_note(rows))}</p>" if rows else ""))
+    return page.PAGE.format(title=page.escape(f"{pipeline_name}: history of runs"), body=body)
 
 
 def write_history_page(config: Config, rows: Optional[list[Row]] = None) -> str:

@@ -9,10 +9,7 @@ shows the same run.
 
 from __future__ import annotations
 
-import base64
 import glob
-import html
-import io
 import os
 from pathlib import Path
 from typing import Optional
@@ -25,6 +22,7 @@ import tensorflow as tf  # noqa: E402
 from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 
 from pipeline.config import Config, join  # noqa: E402
+from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
 from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
 
@@ -64,7 +62,7 @@ def render(summary: RunSummary, pipeline_name: str, cost: Optional[TrainerCost] 
         _evaluation(summary),
         _snapshot(summary),
     ]
-    return _PAGE.format(title=_e(f"{pipeline_name} run {summary.run_id}"), body="\n".join(sections))
+    return page.PAGE.format(title=page.escape(f"{pipeline_name} run {summary.run_id}"), body="\n".join(sections))
 
 
 # -- sections ---------------------------------------------------------------
@@ -79,7 +77,7 @@ def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) ->
             ("pushed", push_outcome(s))]
     if cost is not None:
         rows.append(("training cost", cost.describe()))
-    return _section("overview", "Run", _table(("", ""), rows)
+    return page.section("overview", "Run", page.table(("", ""), rows)
                     # Text, not a link: the report stays self-contained (no href outside itself).
                     + f"<p class=dim>History of all runs on this root: ../{HISTORY_FILE}</p>")
 
@@ -93,14 +91,14 @@ def _components(s: RunSummary) -> str:
             color=["#c0392b" if c.state == "failed" else "#2e86c1" for c in s.components][::-1])
     ax.set_xlabel("seconds")
     ax.set_title("time per component")
-    return _section("components", "Components",
-                    _img(fig, "time per component") + _table(("component", "state", "seconds"), rows))
+    return page.section("components", "Components",
+                    page.img(fig, "time per component") + page.table(("component", "state", "seconds"), rows))
 
 
 def _data(s: RunSummary) -> str:
     stats = s.output("StatisticsGen", "ExampleStatistics")
     if stats is None:
-        return _section("data", "Data", "<p>No statistics were computed in this run.</p>")
+        return page.section("data", "Data", "<p>No statistics were computed in this run.</p>")
     parts = []
     for split_dir in sorted(glob.glob(os.path.join(stats.uri, "Split-*"))):
         split = os.path.basename(split_dir)[len("Split-"):]
@@ -109,14 +107,14 @@ def _data(s: RunSummary) -> str:
             continue
         stats_list = statistics_pb2.DatasetFeatureStatisticsList.FromString(Path(path).read_bytes())
         for dataset in stats_list.datasets:
-            parts.append(f"<h3>{_e(split)}: {dataset.num_examples} examples</h3>" + _feature_table(dataset))
+            parts.append(f"<h3>{page.escape(split)}: {dataset.num_examples} examples</h3>" + _featuretable(dataset))
     validated = s.output("ExampleValidator", "ExampleAnomalies") is not None
     parts.append("<h3>Anomalies (data against the schema)</h3>" + (
         _anomalies(s) if validated else "<p>No validation ran in this run.</p>"))
-    return _section("data", "Data", "\n".join(parts))
+    return page.section("data", "Data", "\n".join(parts))
 
 
-def _feature_table(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
+def _featuretable(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
     rows = []
     for f in dataset.features:
         name = ".".join(f.path.step) or f.name
@@ -136,24 +134,24 @@ def _feature_table(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
         empty = common.num_non_missing - common.tot_num_values if common.max_num_values <= 1 else 0
         missing = 100 * (common.num_missing + empty) / total if total else 0.0
         rows.append((name, kind, f"{missing:.1f}%", detail))
-    return _table(("feature", "type", "missing or empty", "distribution"), rows)
+    return page.table(("feature", "type", "missing or empty", "distribution"), rows)
 
 
 def _anomalies(s: RunSummary) -> str:
     if not s.anomalies:
         return '<p class="ok">None: every split matches the schema.</p>'
     rows = [(a.split, a.feature, a.kind, a.description) for a in s.anomalies]
-    return _table(("split", "feature", "kind", "description"), rows, css="bad")
+    return page.table(("split", "feature", "kind", "description"), rows, css="bad")
 
 
 def _training(s: RunSummary) -> str:
     model_run = s.output("Trainer", "ModelRun")
     if model_run is None:
-        return _section("training", "Training", "<p>The Trainer did not run.</p>")
+        return page.section("training", "Training", "<p>The Trainer did not run.</p>")
     scalars = read_scalars(model_run.uri)
     if not scalars:
-        return _section("training", "Training",
-                        f"<p>No training summaries found in {_e(model_run.uri)}.</p>")
+        return page.section("training", "Training",
+                        f"<p>No training summaries found in {page.escape(model_run.uri)}.</p>")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for ax, (train_key, eval_key, label) in zip(axes, [c for c in _CURVES if c[0] in scalars]):
         for key, style in ((train_key, "-"), (eval_key, "o-")):
@@ -171,13 +169,13 @@ def _training(s: RunSummary) -> str:
         exported = "<p>The Trainer recorded no export choice or input check (trainer/outcome.py).</p>"
     else:
         check = s.trainer.input
-        exported = (f"<p><b>Exported</b> {_e(s.trainer.export.describe())}</p>"
-                    + (f'<p class="{"bad" if check.advice else "ok"}"><b>Input</b>: {_e(check.describe())}</p>'
+        exported = (f"<p><b>Exported</b> {page.escape(s.trainer.export.describe())}</p>"
+                    + (f'<p class="{"bad" if check.advice else "ok"}"><b>Input</b>: {page.escape(check.describe())}</p>'
                        if check else "<p><b>Input</b>: not measured (trainer.check_input off, "
                                      "or no training step ran)</p>"))
-    return _section("training", "Training", exported + _img(fig, "training curves")
-                    + "<h3>Last values</h3>" + _table(("scalar", "value", "at step"), rows)
-                    + f"<p class=dim>from {_e(model_run.uri)}</p>")
+    return page.section("training", "Training", exported + page.img(fig, "training curves")
+                    + "<h3>Last values</h3>" + page.table(("scalar", "value", "at step"), rows)
+                    + f"<p class=dim>from {page.escape(model_run.uri)}</p>")
 
 
 def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
@@ -195,7 +193,7 @@ def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
 
 def _evaluation(s: RunSummary) -> str:
     if s.blessed is None:
-        return _section("evaluation", "Evaluation", "<p>The Evaluator did not run.</p>")
+        return page.section("evaluation", "Evaluation", "<p>The Evaluator did not run.</p>")
     rows = []
     for name in sorted(set(s.metrics) | set(s.thresholds)):
         t = s.thresholds.get(name, {})
@@ -209,36 +207,36 @@ def _evaluation(s: RunSummary) -> str:
         if "change_absolute_max" in t:  # a lower-is-better metric, such as rmse
             bounds.append(f"change vs baseline &le; {t['change_absolute_max']:.2g}")
         value, base = s.metrics.get(name), s.baseline_metrics.get(name)
-        rows.append((_e(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
-    table = _table(("metric", "candidate", "baseline (serving)", "threshold"), rows, escape=False)
+        rows.append((page.escape(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
+    table = page.table(("metric", "candidate", "baseline (serving)", "threshold"), rows, escaped=False)
     if s.blessed:
         why = ("it met every threshold" + (" and did not regress against the model serving now"
                                            if s.baseline_metrics else "; no model was serving yet, "
                                            "so only the absolute thresholds applied"))
-        verdict = f'<p class="ok"><b>Blessed</b>: {_e(why)}.</p>'
+        verdict = f'<p class="ok"><b>Blessed</b>: {page.escape(why)}.</p>'
     else:
-        reasons = "".join(f"<li>{_e(f)}</li>" for f in s.validation_failures) or "<li>no reason recorded</li>"
+        reasons = "".join(f"<li>{page.escape(f)}</li>" for f in s.validation_failures) or "<li>no reason recorded</li>"
         verdict = f'<p class="bad"><b>Not blessed</b>, so nothing was pushed:</p><ul>{reasons}</ul>'
-    pushed = f"<p>Pushed by this run: {_e(push_outcome(s))}</p>"
-    return _section("evaluation", "Evaluation and blessing", table + verdict + pushed)
+    pushed = f"<p>Pushed by this run: {page.escape(push_outcome(s))}</p>"
+    return page.section("evaluation", "Evaluation and blessing", table + verdict + pushed)
 
 
 def _snapshot(s: RunSummary) -> str:
     snaps = s.snapshots()
     if not snaps:
-        return _section("snapshot", "Data snapshot", "<p>This pipeline recorded no data snapshot.</p>")
+        return page.section("snapshot", "Data snapshot", "<p>This pipeline recorded no data snapshot.</p>")
     consumers = _consumers(s)
     parts = []
     for component, a in snaps:
         rows = [("produced by", component), ("type", a.type_name), ("uri", a.uri)]
         rows += [(k, str(v)) for k, v in sorted(a.properties.items()) if k not in ("tfx_version", "is_external")]
-        parts.append(_table(("", ""), rows))
+        parts.append(page.table(("", ""), rows))
         # The snapshot may reach ExampleGen through a sibling output (e.g. its data directory).
         lineage = [(o.type_name, o.uri, ", ".join(consumers.get(o.id, [])) or "no later component of this run")
                    for o in s.outputs[component]]
-        parts.append(f"<h3>Lineage: what {_e(component)} produced and who read it</h3>"
-                     + _table(("artifact", "uri", "read by"), lineage))
-    return _section("snapshot", "Data snapshot and lineage", "\n".join(parts))
+        parts.append(f"<h3>Lineage: what {page.escape(component)} produced and who read it</h3>"
+                     + page.table(("artifact", "uri", "read by"), lineage))
+    return page.section("snapshot", "Data snapshot and lineage", "\n".join(parts))
 
 
 def _consumers(s: RunSummary) -> dict[int, list[str]]:
@@ -254,44 +252,3 @@ def _consumers(s: RunSummary) -> dict[int, list[str]]:
 
 def _fmt(x: Optional[float]) -> str:
     return "&ndash;" if x is None else f"{x:.4f}"
-
-
-def _e(x) -> str:
-    return html.escape(str(x))
-
-
-def _section(anchor: str, title: str, body: str) -> str:
-    return f'<section id="{anchor}"><h2>{_e(title)}</h2>\n{body}\n</section>'
-
-
-def _table(header, rows, css: str = "", escape: bool = True) -> str:
-    esc = _e if escape else str
-    head = "".join(f"<th>{_e(h)}</th>" for h in header) if any(header) else ""
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{css}">' + (f"<tr>{head}</tr>" if head else "") + body + "</table>"
-
-
-def _img(fig, alt: str) -> str:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
-
-
-_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
-table {{ border-collapse: collapse; margin: 0.5em 0 1em; }}
-td, th {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 14px; vertical-align: top; }}
-th {{ background: #f2f2f2; }}
-section {{ border-top: 2px solid #2e86c1; margin-top: 1.5em; }}
-.ok {{ color: #1e8449; }} .bad, table.bad td {{ color: #b03a2e; }} .dim {{ color: #888; font-size: 12px; }}
-img {{ max-width: 100%; }}
-</style></head>
-<body><h1>{title}</h1>
-{body}
-</body></html>
-"""

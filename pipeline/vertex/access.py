@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from pipeline.cloud import images
 from pipeline.config import Config, join
-from pipeline.vertex import images
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from pipeline.cloud.credentials import endpoint_credentials
 from pipeline.config import Config
-from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError, VertexError
 
 
@@ -27,22 +27,6 @@ def init_client(config: Config, api_endpoint: Optional[str] = None):
                     credentials=endpoint_credentials(api_endpoint, "--api-endpoint"),
                     api_endpoint=api_endpoint, api_transport="rest")
     return aiplatform
-
-
-def endpoint_credentials(endpoint: Optional[str], flag: str):
-    """Anonymous credentials for a plain-http local emulator, None (ADC) otherwise;
-    plain http anywhere else is refused, so no token travels unencrypted."""
-    if not endpoint:
-        return None
-    try:
-        url = parse_endpoint(endpoint, flag)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    if url.scheme == "https":
-        return None
-    from google.auth.credentials import AnonymousCredentials
-
-    return AnonymousCredentials()
 
 
 def describe_api_error(e: Exception, action: str, config: Config, needs: Optional[str] = None) -> str:
@@ -114,13 +98,3 @@ def build_job(config: Config, template: str, enable_caching: Optional[bool] = No
     except ValueError as e:
         # e.g. a parameter value whose name the compiled pipeline does not declare.
         raise ConfigError(f"vertex.parameter_values / labels rejected: {e}") from None
-
-
-def cache_override_note(enable_caching: Optional[bool]) -> Optional[str]:
-    """What --cache / --no-cache do to the run, for stderr; None without an override."""
-    if enable_caching is None:
-        return None
-    if enable_caching:
-        return ("note: --cache turns caching on for every task, Snapshot, ImportSchemaGen and ServingModel "
-                "included: the run may reuse an old data snapshot, schema and baseline model")
-    return "note: --no-cache turns caching off for every task: everything reruns"

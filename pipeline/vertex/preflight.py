@@ -8,7 +8,7 @@ Each check sees the Submission: the config and the PipelineJob submit would
 send (built by client.build_job, as submit builds it). The checks, in order
 (CHECKS):
 - the spec keeps every rule the backend applies (the dry run's up-front
-  pass, pipeline/vertex/dryrun/rules.py), on exactly the job being sent;
+  pass, pipeline/spec/rules.py), on exactly the job being sent;
 - the APIs the configured run calls are enabled (Service Usage);
 - the pipeline bucket exists and you may read it (storage.buckets.get, which
   submit's bucket check and aiplatform need); a 403 names the permission
@@ -34,31 +34,17 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 from urllib.parse import quote
 
-import requests
 from google.api_core import exceptions as gexc
-from google.auth import exceptions as auth_exc
 
+from pipeline.cloud import images
+from pipeline.cloud.google_apis import GoogleApis, denied_permission, error_reason, service
+from pipeline.cloud.preflight import API_ERRORS, FAIL, OK, UNKNOWN, Result, report, run_checks, short, stop_if_failed
 from pipeline.config import Config
-from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError
-from pipeline.vertex import access, images
-from pipeline.vertex.google_apis import GoogleApis, denied_permission, error_reason, service
-from pipeline.vertex.presets import cloud_tpu_type, tpu_cores
+from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from pipeline.sections.presets import cloud_tpu_type, tpu_cores
+from pipeline.vertex import access
 
-OK, FAIL, UNKNOWN = "ok", "FAIL", "?"
 TERRAFORM = "infra/terraform's `terraform apply`"
-# What a check that cannot reach its API raises; it then reports "?", not FAIL.
-_API_ERRORS = (gexc.GoogleAPICallError, gexc.RetryError, requests.RequestException, auth_exc.TransportError)
-
-
-@dataclasses.dataclass(frozen=True)
-class Result:
-    status: str
-    check: str
-    detail: str
-    fix: str = ""
-
-    def line(self) -> str:
-        return f"{self.status:<4} {self.check}: {self.detail}" + (f"; fix: {self.fix}" if self.fix else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,8 +137,8 @@ def _accounts(sub: Submission, g: GoogleApis) -> list[Result]:
         if unavailable is None:
             try:
                 state = _troubleshoot(g, need)
-            except _API_ERRORS as e:
-                unavailable = f"Policy Troubleshooter: {_short(e)}"
+            except API_ERRORS as e:
+                unavailable = f"Policy Troubleshooter: {short(e)}"
         by_account.setdefault((need.field, need.account), []).append((need, unavailable or state))
     return [_account_result(field, account, answers) for (field, account), answers in by_account.items()]
 
@@ -259,11 +245,11 @@ def regional_limit(metric: dict, region: str) -> Optional[int]:
 
 
 def _spec(sub: Submission, g: GoogleApis) -> list[Result]:
-    """The rules the backend applies to the spec (pipeline/vertex/dryrun/rules.py), on the job being sent."""
-    from pipeline.vertex.dryrun import rules, spec
-    from pipeline.vertex.dryrun.backend import VERTEX
+    """The rules the backend applies to the spec (pipeline/spec/rules.py), on the job being sent."""
+    from pipeline.spec import model, rules
+    from pipeline.spec.backends import VERTEX
 
-    violations = rules.check(spec.read(sub.job["pipelineSpec"]), VERTEX)
+    violations = rules.check(model.read(sub.job["pipelineSpec"]), VERTEX)
     if not violations:
         return [Result(OK, "spec", f"keeps the {len(rules.RULES)} rules {VERTEX.title} applies (the dry run's)")]
     return [Result(FAIL, "spec", str(v), "recompile with this code (make compile); if it persists, it is a bug "
@@ -271,7 +257,7 @@ def _spec(sub: Submission, g: GoogleApis) -> list[Result]:
 
 
 Check = Callable[[Submission, GoogleApis], list[Result]]
-# (name, check), in order. A check that raises one of _API_ERRORS reports "?" under its name.
+# (name, check), in order. A check that raises one of API_ERRORS reports "?" under its name.
 CHECKS: list[tuple[str, Check]] = [
     ("spec", _spec), ("APIs", _apis), ("bucket", _bucket), ("you", _caller), ("service accounts", _accounts),
     ("images", _images), ("Dataflow network", _subnetwork), ("TPU quota", _tpu_quota)]
@@ -282,13 +268,7 @@ def run(config: Config, template: str | os.PathLike, endpoint: Optional[str] = N
     """Every check of CHECKS on the job `template` (a compiled spec) would become."""
     g = GoogleApis(config.vertex.project, endpoint)
     sub = submission(config, template, g.credentials, enable_caching)
-    results = []
-    for name, check in CHECKS:
-        try:
-            results.extend(check(sub, g))
-        except _API_ERRORS as e:
-            results.append(Result(UNKNOWN, name, f"could not check: {_short(e)}"))
-    return results
+    return run_checks(CHECKS, sub, g)
 
 
 def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] = None, skip: bool = False,
@@ -298,14 +278,6 @@ def ensure(config: Config, template: str | os.PathLike, endpoint: Optional[str] 
         print("preflight: skipped (--skip-preflight)")
         return
     stop_if_failed(run(config, template, endpoint, enable_caching))
-
-
-def stop_if_failed(results: list[Result]) -> None:
-    """Print the results; raise if any failed (submit and schedule create, on either target)."""
-    failed = report(results)
-    if failed:
-        raise CommandFailed(f"preflight: {len(failed)} check(s) failed (FAIL above); fix them, "
-                            "or pass --skip-preflight to go ahead anyway")
 
 
 def cmd_preflight(config: Config, args) -> int:
@@ -325,15 +297,3 @@ def cmd_preflight(config: Config, args) -> int:
 
         template = compile_pipeline(config, args.output)
     return EXIT_FAILED if report(run(config, template, args.preflight_endpoint)) else EXIT_OK
-
-
-def report(results: list[Result]) -> list[Result]:
-    """Print one line per result; return the failed ones."""
-    for result in results:
-        print(result.line())
-    return [r for r in results if r.status == FAIL]
-
-
-def _short(e: Exception) -> str:
-    message = getattr(e, "message", None) or str(e)
-    return f"{type(e).__name__}: {message}"[:300]

@@ -9,10 +9,11 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from pipeline.cloud.cache_override import cache_override_note
+from pipeline.cloud.follow import follow
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, VertexError
-from pipeline.follow import follow
-from pipeline.vertex.client import build_job, cache_override_note, check_bucket, describe_api_error, init_client
+from pipeline.vertex.client import build_job, check_bucket, describe_api_error, init_client
 
 CONSOLE = "https://console.cloud.google.com/vertex-ai"
 

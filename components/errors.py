@@ -1,0 +1,39 @@
+"""The errors the project's TFX components raise: each stops its component, and so the run, naming what is wrong."""
+
+from trainer.errors import ProjectError
+
+
+class ComponentError(ProjectError):
+    """A component cannot go on; the message names the file, span, feature or run that is the reason."""
+
+
+class SnapshotError(ComponentError, RuntimeError):
+    """A snapshot cannot be made or used; the message names the file or digest."""
+
+
+class SpanError(ComponentError, RuntimeError):
+    """The span layout or the selection is wrong; the message names the directory."""
+
+
+class SpanLayoutError(ComponentError, ValueError):
+    """The input is not a snapshot in span layout; the message names the path."""
+
+
+class CsvInputError(ComponentError, ValueError):
+    """A CSV file does not fit its header or the others; the message names the file and record."""
+
+
+class DataAnomaliesError(ComponentError, RuntimeError):
+    """The examples break the schema; the message lists every anomaly."""
+
+
+class DataDriftError(ComponentError, RuntimeError):
+    """The newest data drifted beyond a threshold; the message lists every drifted feature."""
+
+
+class LeaseBusy(ComponentError, RuntimeError):
+    """Another run holds the root past the wait; the message names it."""
+
+
+class LeaseLost(ComponentError, RuntimeError):
+    """This run's gs:// lease was taken over (it expired): another run may now be writing."""

@@ -1,0 +1,86 @@
+"""The Trainer as a Vertex AI CustomJob on the configured machines; without a `vertex` section, TFX's Trainer.
+
+So create_pipeline stays one readable DAG for every target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfx.components import Trainer
+
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+from pipeline.sections.presets import env_list
+from trainer.run_fn import CONFIG_KEY
+
+
+def trainer_class(config: Config) -> type:
+    """TFX's Vertex training extension runs the same run_fn inside a CustomJob."""
+    return _vertex_extension().Trainer if config.vertex else Trainer
+
+
+def _vertex_extension():
+    # Imported on demand: it pulls in google-cloud-aiplatform, which local runs don't need.
+    from tfx.v1.extensions import google_cloud_ai_platform
+
+    return google_cloud_ai_platform
+
+
+def trainer_custom_config(config: Config) -> dict[str, Any]:
+    if config.vertex is None:
+        return {CONFIG_KEY: config.trainer.model_dump()}
+    ext = _vertex_extension()
+    vertex = config.vertex
+    # checkpoint_dir stays empty unless set (then gs://, see Config): run_fn
+    # then checkpoints under the Trainer's model_run dir, which on Vertex is
+    # gs://<pipeline root>/... and the same for every restart of one CustomJob,
+    # so a preempted job resumes, while a new pipeline run starts afresh.
+    trainer = config.trainer.model_dump()
+    trainer["strategy"] = trainer_strategy(config)
+    # The trainer refuses to start without the accelerator the preset pays for.
+    trainer["require_accelerator"] = vertex.worker_pool.spec.accelerator
+    job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(config)}
+    if vertex.training_service_account:
+        job_spec["service_account"] = vertex.training_service_account
+    if vertex.worker_pool.extra_workers:
+        # Synchronous multi-worker training cannot continue with one worker gone.
+        job_spec["scheduling"] = {"restart_job_on_worker_restart": True}
+    return {
+        CONFIG_KEY: trainer,
+        ext.ENABLE_VERTEX_KEY: True,
+        ext.VERTEX_REGION_KEY: vertex.region,
+        ext.TRAINING_ARGS_KEY: {"project": vertex.project, "job_spec": job_spec, "labels": dict(vertex.labels)},
+    }
+
+
+def worker_pool_specs(config: Config) -> list[dict[str, Any]]:
+    """The CustomJob's pools in the proto's snake_case, which TFX's Vertex client passes on
+    unchanged apart from the container command; the runtime environment is the preset's."""
+    pool = config.vertex.worker_pool
+    container: dict[str, Any] = {"image_uri": config.vertex.trainer_container_image}
+    if pool.spec.env:
+        container["env"] = env_list(pool.spec.env)
+    chief = {"machine_spec": pool.machine_spec, "replica_count": 1, "container_spec": container}
+    specs = [chief]
+    if pool.extra_workers:
+        specs.append({**chief, "replica_count": pool.extra_workers})
+    return specs
+
+
+def trainer_strategy(config: Config) -> str:
+    """The trainer's strategy follows the machine; an explicit, contradicting choice is an error."""
+    pool = config.vertex.worker_pool
+    if pool.is_tpu:
+        expected = "tpu"
+    elif pool.extra_workers:
+        expected = "multi_worker"
+    elif pool.machine_spec.get("accelerator_count", 0) > 1:
+        expected = "mirrored"
+    else:
+        expected = "default"
+    chosen = config.trainer.strategy
+    if chosen not in ("auto", expected):
+        raise ConfigError(f"trainer.strategy={chosen!r} does not fit vertex.worker_pool (preset {pool.preset}, "
+                          f"{pool.extra_workers} extra workers): use 'auto' or {expected!r}")
+    return expected

