@@ -1,28 +1,5 @@
 """Where Transform's analyzer cache lives between runs: a chain of generations under one root.
-
-TFX passes the cache from run to run as MLMD artifacts (a resolver feeding the
-last `updated_analyzer_cache` into the next Transform). That makes the cache an
-input of Transform, so a rerun on the very same data could never reuse
-Transform, nor the Trainer after it, from TFX's or Vertex's execution cache.
-Here the cache is a side store the executor reads and writes (as Beam's own
-temp files are), and each entry's key names the content it summarizes
-(components/transform.py): reading it or not changes how long Transform takes,
-never what it outputs.
-
-Layout: `<root>/<generation>/` is one run's complete output cache (TFX copies
-the entries of the run's datasets from the generation it read, then adds the
-new ones), and `<root>/LATEST` names the newest complete generation. A
-generation becomes visible only when LATEST names it, which is one small-file
-write (atomic on GCS; a rename locally), so a reader never sees a half-written
-cache.
-
-On publish, generations older than the previous one are deleted, but never
-one a live run may still be writing: a generation's name starts with the time
-it was begun, and one is deleted only when begun before the run holding the
-pipeline root's lease took it (components/lease.py: its writer is gone; with
-no lease held, only after lease.UNLEASED_GRACE_SECONDS). A run that is slow
-to publish keeps its generation, and publishing it later still works.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,39 +1,5 @@
 """CSV files to hash-split, serialized tf.Examples: what TFX's CsvExampleGen writes, in record batches.
-
-TFX's CsvExampleGen (tfx/components/example_gen/csv_example_gen/executor.py)
-moves every CSV record through Beam on its own and builds each tf.Example in
-Python, feature by feature, then shuffles all of them through one
-GroupByKey: about 12,000 rows/s on one core, and its memory grows with the
-data (issue 23: 833 s and 13.7 GB for 10M rows). This keeps its semantics
-and changes the unit of work to a batch of rows:
-
-- records and cells: TFX's own reader (quoted multi-line cells joined by
-  quote parity, header skipped) and CSV parser, blank lines skipped;
-- column types: TFX's rule (`csv_decoder._InferValueType`; a column takes
-  the highest of INT < FLOAT < STRING over all its cells in all files, and
-  no type at all when every cell is empty), each distinct value of a batch
-  tested once. The types need the whole input before the first example,
-  so the files are read twice (types, then examples) instead of holding
-  every parsed row in memory as TFX does;
-- values: `int()`, `float()` (stored as float32) and the cell's bytes, as
-  TFX's handlers; an empty cell is an empty value list, a column without
-  a type an empty Feature;
-- encoding: tfx_bsl's C++ RecordBatchToExamplesEncoder on a batch, its
-  columns in name order, so every record is the example's deterministic
-  serialization (TFX writes `SerializeToString()`, whose feature order is
-  protobuf's map order and changes from process to process; compare the
-  two as deterministic serializations, tests/test_csv_examples.py);
-- split: TFX's `_PartitionFn` (sha256 of that serialization, by hash buckets).
-
-Not kept: TFX's shuffle before writing. Rows stay in input order within
-each output file, so the output is deterministic and memory stays bounded;
-nothing downstream depends on the order (the trainer permutes its whole
-shard each epoch, trainer/data.py `_shuffled_epochs`).
-
-Scope: one input split hash-split into the output splits, without a
-partition feature, to tf.Examples in gzipped TFRecords: the pipeline's use
-(pipeline/dag/pipeline.py). Anything else is refused by name (`check_configs`).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

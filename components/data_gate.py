@@ -1,11 +1,4 @@
-"""DataGate: stop the run when ExampleValidator found anomalies.
-
-ExampleValidator only records anomalies; TFX would go on to transform and
-train on the bad data. This component sits between ExampleValidator and
-Transform (Transform depends on it), reads the anomalies of every split and
-fails with one line per anomaly (split, feature, kind, description) unless the
-kind is listed in `data_gate.tolerated_anomalies`.
-"""
+"""DataGate: stop the run when ExampleValidator found anomalies. Why: docs/internals.md."""
 
 
 import dataclasses

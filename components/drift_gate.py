@@ -1,43 +1,5 @@
 """DriftGate: stop the run when the newest data drifted from what the serving model learned.
-
-TFX 1.16's ExampleValidator validates one statistics artifact against the
-schema; it has no input for a previous statistics artifact, so it cannot
-measure drift. This gate calls TFDV itself:
-tfdv.validate_statistics(newest, schema, previous_statistics=baseline) with a
-drift comparator on every column the model learns from, as the config's
-`features` section resolves against the schema (trainer/feature_config.py):
-Jensen-Shannon divergence for numeric features, L-infinity distance for
-categorical ones, and for the label by its task (regression: Jensen-Shannon).
-Columns the model does not use (features.ignore, infer: false) are not gated. Where
-- newest: statistics of the newest span of this run's snapshot (the whole
-  snapshot for a flat source), computed here; spans are small next to a
-  training window, so in-process TFDV is enough;
-- baseline: the train-split statistics of the data the model serving now was
-  trained on, read when the gate runs from that version's training-data record
-  in the serving directory (components/training_record.py, written by the
-  Pusher). The serving model is the highest loadable version there, the one TF
-  Serving serves. So the gate gets only the serving directory (a fixed
-  parameter) and finds its baseline itself, the same way locally and in a
-  compiled Vertex spec. No version serving (a first run) or a version without a
-  record (pushed before records were kept): nothing to compare, and it logs so.
-It sits between StatisticsGen and Transform like DataGate and fails listing
-each drifted feature with its measured distance and threshold. Features named
-in `accepted` are reported but do not stop the run: a person's decision after
-reviewing the drift, for one run.
-
-Caching. The gate reads mutable state behind a fixed path (what serves now),
-so a cache hit must never outlive a push. Locally, the driver puts the
-serving version and whether it has a record into the `serving_version`
-execution property, which is part of the cache key: same serving version,
-same inputs, a hit; a new push, a miss. (TFX 1.16,
-tfx/orchestration/portable/launcher.py, `_prepare_execution`: a custom driver
-runs first and its exec properties are merged in, then the cache context is
-built from the exec properties; the Snapshot's driver relies on the same.)
-Vertex runs no custom drivers and keys its cache on parameters only, so the
-compiled spec never caches this task (pipeline/spec/cache_rule.py). The
-executor reads the serving directory itself either way; the driver's value is
-only the key.
-"""
+Why and sources: docs/internals.md."""
 
 
 import dataclasses

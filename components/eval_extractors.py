@@ -1,19 +1,5 @@
 """The Evaluator's TFMA extractors: TFMA's default ones, with the features dropped
-from each batch right before TFMA splits the batch back into one dict per example.
-
-TFMA's UnbatchExtractor (extractors/unbatch_extractor.py, util.split_extracts)
-does Python work per example and per leaf of the extract: the parsed features,
-the transformed ones and the serialized example were most of those leaves, and
-the biggest single cost of the Evaluator's CPU. By then the model has run and
-the labels, weights and predictions are extracted; after it, TFMA reads
-features only to slice on them or for a metric that asks for them (a query key,
-a FeaturePreprocessor). So they are dropped only while the eval config has no
-slice but the overall one, no cross slice and no query key; the metrics of
-pipeline/dag/evaluation.py read labels, predictions and weights only. The
-metrics are the same to the last digit (tests/test_evaluator.py compares with
-TFX's executor). TFX's executor imports this module by name and reloads it
-(tfx/utils/import_utils.py import_func_from_module): it holds nothing else.
-"""
+from each batch right before TFMA splits the batch back into one dict per example. (docs/internals.md)"""
 
 from __future__ import annotations
 

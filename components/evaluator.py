@@ -1,26 +1,5 @@
 """Evaluator whose eager Keras metric updates are not converted by autograph, and
-whose TFMA extractors drop the features before unbatching (components/eval_extractors.py).
-
-TFMA updates Keras metrics (here SparseCategoricalAccuracy) eagerly, batch by
-batch, inside its Beam combiners. tf_keras wraps every metric's update_state
-and result in autograph's tf_convert, which converts when no one has said
-otherwise, as in eager code: it transpiles the metric's Python source and all
-it calls, nearly half of the Evaluator's CPU time on the bundled data.
-Eager code runs the same converted or not, so this executor runs TFX's under
-`do_not_convert`; a tf.function with autograph on still converts, as it sets
-its own status. The status is per thread: Beam's in-memory runner processes
-bundles on this thread, while multi-processing workers convert as before.
-
-It also names components/eval_extractors.py's extractors to TFX's executor
-(the `custom_extractors` execution property, looked up by
-tfx/components/util/udf_utils.py get_fn): TFMA's, with the features dropped
-before TFMA splits each batch into one dict per example.
-
-Its baseline is the model serving now (components/serving_model.py). With
-nothing serving, that artifact is marked empty and holds no model: it is
-dropped here, and TFX's executor then evaluates without a baseline (change
-thresholds are ignored, as on TFX's own first run: `rubber_stamp`).
-"""
+whose TFMA extractors drop the features before unbatching (components/eval_extractors.py). (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """ExampleGen that reads the DatasetSnapshot artifact: TFX's CsvExampleGen's output, with the snapshot as its input.
-
-TFX's CsvExampleGen takes its data dir as the `input_base` parameter. The
-snapshot's data dir is known only when the Snapshot has run, so it would have
-to be a dynamic execution property, and TFX 1.16's KubeflowV2 compiler writes
-one as a `taskOutputParameter` whose producerTask is `<id>_task`
-(tfx/orchestration/kubeflow/v2/step_builder.py) while the DAG keys the task
-`<id>`: the KFP backend refuses the spec ("unknown producer task",
-backend/src/v2/compiler/argocompiler/dag.go), Vertex the job
-(kubeflow/pipelines#9681). Here the DatasetSnapshot is an input artifact, as
-on any other edge of the DAG, and the executor reads the data dir from it
-(`snapshot_dir`); then an executor that writes the Examples TFX's
-CsvExampleGen writes, from record batches (components/csv_examples.py; in
-span layout components/span_example_gen.py).
-
-No driver. TFX's FileBasedDriver resolves `{SPAN}`/`{VERSION}` patterns and
-adds `span`, `version` and `input_fingerprint` to the execution properties and
-to the Examples artifact (tfx/components/example_gen/driver.py). The executor
-does the same with that driver's own code, so the Examples artifact carries the
-same properties; the execution's MLMD record lacks them, which nothing reads.
-Without a driver TFX's Vertex compiler attaches no `lifecycle.preCacheCheck`
-(it does so for FileBasedExampleGen subclasses only, which this is not), a hook
-the open-source KFP backend never runs.
-
-Caching: the input is the snapshot artifact. Locally the Snapshot's driver
-keeps it a cache hit while the source is unchanged, so this is a hit too. On
-Vertex the Snapshot runs every time (pipeline/spec/cache_rule.py), so this
-reads a new artifact and misses.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,35 +1,5 @@
 """Single gs:// objects written under a generation precondition, with google-cloud-storage.
-
-GCS has no rename, no directory and no lock. What it does guarantee is that a
-write carrying `ifGenerationMatch` happens only if the object's generation is
-still the one named (0: the object does not exist), atomically, else the write
-fails with 412 Precondition Failed ("Request preconditions" in the Cloud
-Storage docs). Mutual exclusion on a bucket (the run lease, a claimed push
-version) is built from that. TF's gfile offers no preconditions, hence this
-client.
-
-Only forms the locked fake-gcs-server (0.1.1) honours are used, so that the
-tests against it prove something (tests/test_gcs_preconditions.py pins each):
-- create-if-absent: a multipart upload (`upload_from_string` of a body far
-  below the client's 8 MiB multipart limit) with `if_generation_match=0`;
-- replace-if-unchanged: the same with `if_generation_match=<generation>`;
-- a read of one named generation (`blob(name, generation=g)`): 404 once the
-  object was replaced.
-It ignores the precondition of a delete, of a download and of a resumable
-upload (`blob.open("wb")`), so nothing here deletes under a precondition: an
-owner gives an object up by overwriting it conditionally with a body that
-says so.
-
-A bucket mounted as a directory (gcsfuse, as Vertex mounts every bucket at
-/gcs/<bucket>/ in its containers) cannot carry a precondition through the
-mount: O_EXCL on a FUSE file is not atomic across machines. When MOUNT_ENV
-names such a mount, `api_uri` turns a path under it back into its gs://
-URI, so the objects that need preconditions (the run lease, a push's version
-claim) go through this client while everything else is read and written
-through the mount. The dry run declares its mapped bucket directory this way
-(pipeline/dryrun/gcs_emulator.py) and points this client at
-fake-gcs-server with STORAGE_EMULATOR_HOST.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,42 +1,5 @@
 """Who runs on a pipeline root: one run at a time, on a local disk or on a gs:// root.
-
-A schedule, a person and a retry may start runs on the same root at once;
-both would train, decide against the same (old) serving model and push. So a
-run first takes `<root>/run.lock`; a second run waits for it up to
-`pipeline.lock_wait_seconds`, then refuses naming the holder (pipeline/local/lock.py
-turns that into exit 5).
-
-Local root: the file is created with O_EXCL (atomic on a local file system)
-and names the holder's pid, host and start. A holder that is a dead process on
-this host is stale (the run was killed) and is taken over; a holder on another
-host cannot be checked, so its lock stands until a person removes the file.
-
-gs:// root: GCS has no O_EXCL and no lock, only generation preconditions
-(components/gcs.py). The lease is an object created with ifGenerationMatch=0.
-Its body names the owner (the run), when it was acquired, its last heartbeat
-and its expiry (heartbeat + ttl, on the holder's clock; GCP machines keep NTP
-time, and the ttl is minutes). Every write of it after that is an overwrite
-with ifGenerationMatch=<the generation the writer read or wrote last>:
-- heartbeat: the owner pushes its expiry forward; a 412 means its lease was
-  taken over (it had expired), and the owner learns it (LeaseLost);
-- release: the owner overwrites it with `released: true` (so only the owner,
-  with the generation it holds, releases it; the object is not deleted,
-  because the emulator the tests use ignores a delete's precondition);
-- takeover: a waiter that finds it released or expired overwrites it under
-  the generation it read; of two waiters one wins, the other gets 412 and
-  waits on. Taking over an expired (not released) lease is logged with the
-  previous holder.
-
-A run on Vertex or Kubeflow holds the lease as the run, not as a process: its
-first task takes it, its Pusher adopts and renews it, its exit handler
-releases it ("a run on Vertex or Kubeflow Pipelines" below).
-
-`live_since(root)` says since when the live holder has held the root: debris
-older than that (a killed push's staging, an unfinished analyzer cache
-generation) was left by a run that is gone, and may be removed by anyone
-(`debris_cutoff`). With no live holder, only what is older than
-UNLEASED_GRACE_SECONDS is.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

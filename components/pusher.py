@@ -1,42 +1,5 @@
 """Pusher: TFX's filesystem Pusher with three changes for a directory TF Serving watches.
-
-1. Nothing new, nothing pushed. A rerun with nothing changed evaluates the
-   cached candidate against the model serving now, which is that very model
-   once the first run pushed it (components/serving_model.py); a candidate
-   retrained bit-identically with caching off is the same case. TFX's Pusher
-   would copy it again under a new version: TF Serving loads a duplicate.
-   Here a blessed candidate whose files are byte-identical to the
-   version serving now is not pushed; the PushedModel artifact says
-   `pushed=0` and names the serving version in `unchanged_version`.
-2. Pushes that can't collide or leave debris (components/serving_dir.py says
-   how, and what GCS does and does not guarantee). The version number is
-   claimed under a precondition (O_EXCL locally, ifGenerationMatch=0 on GCS),
-   so two runs never write one version. Locally a version appears complete
-   or not at all (one rename); on GCS it appears object by object with
-   saved_model.pb last, so TF Serving never loads it before it is complete.
-   What killed pushes left (staging, a version without saved_model.pb, a
-   record without its version) is removed first, but only when it is this
-   run's or older than the run holding the root's lease (components/lease.py;
-   the `lease_root` parameter names the root): another run's push in
-   progress is left alone. A run on Vertex or Kubeflow (`lease_owner`: the
-   run, components/run_lease.py) first renews that lease as its owner and
-   heartbeats it while it pushes; when its run no longer holds it (it
-   expired and another run took it over) the push fails with LeaseLost and
-   writes nothing. What was removed is the PushedModel's
-   `removed_debris` property, shown by `python -m pipeline history`.
-3. Every version it publishes has a record of its training data beside it
-   (components/training_record.py), written before the version becomes
-   visible: the drift gate's baseline, found at run time on every platform.
-   For that the component takes two optional inputs besides TFX's: this run's
-   `statistics` (StatisticsGen's output) and `snapshot` (the DatasetSnapshot,
-   for its spans and digest). Without `statistics` no record is written.
-   An identical candidate (1.) writes nothing: the serving version keeps its own.
-   The record is written after the version is claimed and before it becomes
-   visible, so no other push can overwrite it.
-
-Everything else (blessing check, model path, the archive copy in the
-PushedModel artifact, its custom properties) is TFX's.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

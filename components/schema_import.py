@@ -1,18 +1,5 @@
 """ImportSchemaGen whose cache key follows the schema file's contents, not only its path.
-
-TFX's cache key for a component execution is made of its executor, its input
-artifacts, its execution properties and its output spec
-(tfx/orchestration/portable/cache_utils.py, get_cache_context). TFX's
-ImportSchemaGen has no input artifact and one property, the schema file's
-path: after a person edits the curated schema in place, a run with caching on
-is served the old Schema artifact, and Transform and the Trainer quietly keep
-the old schema. Here a local file's sha256 is a second execution property, so
-an edited schema is a new execution; the executor is TFX's and ignores it.
-
-A schema in a bucket (gs://) is not read when the pipeline is built: compiling
-for Vertex needs no cloud access. Its digest is left empty, and Vertex never
-caches this task (pipeline/spec/cache_rule.py), so an edit there is seen too.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

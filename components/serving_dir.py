@@ -1,45 +1,5 @@
 """The directory TF Serving watches: which version serves, and publishing a new one whole.
-
-TF Serving's file-system source polls `<base>/` and treats every child whose
-name parses as an integer as a version of the model (the highest one serves,
-under the default "latest" policy); children with other names are ignored.
-It starts loading a version as soon as its directory is listed, so a version
-must never be visible before every file is in it. TFX's own Pusher copies
-straight into `<base>/<version>/` (saved_model.pb last), which leaves a
-half-copied numeric directory behind when the push is killed.
-
-Versions are claimed, not guessed. A push first creates
-`<base>/.claims/<version>.json` (its run and time) with O_EXCL locally or
-`ifGenerationMatch=0` on GCS (components/gcs.py): of two pushes that pick the
-same number, exactly one creates the claim, and the other tries the next
-number. Only the claim's holder writes `<base>/<version>/`.
-
-The push is then written to `<base>/.staging-<version>-<nonce>/` (not a
-number: TF Serving ignores it), checked against the source, and:
-- on a local or any POSIX file system, renamed to `<base>/<version>`: one
-  rename(2), so the version appears complete or not at all;
-- on gs://, which has no rename and no directory, copied object by object
-  (server-side) into `<base>/<version>/` with saved_model.pb strictly last.
-  GCS does NOT make the version appear whole: its objects appear one by one.
-  What it guarantees is that each object appears whole and that a listing
-  after a write sees it (strong consistency). A version prefix without
-  saved_model.pb is not a loadable SavedModel: TF Serving's load fails and is
-  retried (`--max_num_load_retries`, every `--load_retry_interval_micros`)
-  while the previous version keeps serving, and succeeds once saved_model.pb,
-  the last object, exists. A push killed in that window leaves such a prefix
-  for good; the next push removes it (`clear_debris`).
-
-Debris (a killed push's staging, its unfinished version, its record) is
-removed only when it belongs to the run cleaning up, or when it is older than
-the start of the run holding the root's lease (components/lease.py): that run
-was not yet running when the debris was written, and no other run holds the
-root, so its writer is gone. When no run holds a lease, another run's debris
-is left alone for lease.UNLEASED_GRACE_SECONDS, far longer than a push takes.
-
-Local paths go through the local file system, gs:// through
-google-cloud-storage (components/storage.py): TF's gfile has no
-preconditions and cannot be pointed at the tests' GCS emulator.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,31 +1,5 @@
 """ServingModel: the model serving now, as a Model artifact: the Evaluator's baseline and the warm-start base.
-
-A candidate must beat the model users get now, and a warm start starts from
-it, so both are that model, not "the latest blessed one" in ML Metadata: a
-blessed model may never have been pushed (the Pusher found it identical, a
-later step failed), TFX's resolver query on Vertex has no pipeline filter, and
-the open-source KFP backend runs no resolver tasks at all. The version serving
-now is found in pipeline.serving_dir at run time, through its training-data
-record (components/training_record.py, `serving_record`), the same way
-locally and on Vertex, where the drift gate finds its baseline.
-
-The executor copies that version's SavedModel into its own output artifact
-(`<uri>/Format-Serving`, where TFX's Trainer puts a model): TFX's publisher
-refuses an executor changing an output artifact's URI, so it cannot point at
-the serving dir or at the Trainer's artifact. The artifact records the
-version (`serving_version`) and, when the version has a record, the Trainer
-artifact it was pushed from (`model_uri`). With nothing serving (a first run)
-it is marked `empty=1` and holds no model: the Evaluator then evaluates
-without a baseline (components/evaluator.py) and the Trainer cold-starts
-(trainer/warm_start.py).
-
-Caching. It reads mutable state behind a fixed path, like the drift gate:
-locally its driver puts the serving version into the `serving_version`
-execution property, part of the cache key, so a push makes the next run copy
-the new version and every reader of it (Evaluator, and with warm start the
-Trainer) run again; on Vertex, which runs no custom drivers, the compiled
-spec never caches it (pipeline/spec/cache_rule.py).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """CsvExampleGen's executor for a snapshot in span layout: the same examples and splits, each span in its own files.
-
-The pipeline runs it on the snapshot artifact through components/example_gen.py (SpanSnapshotExampleGen).
-
-TFX's CsvExampleGen reads a snapshot's span directories as one input, and
-once the rows are in its output nobody can tell which span a row came from.
-Transform's analyzer cache needs exactly that (components/transform.py): it
-keeps one entry per dataset, so a run re-analyzes only the spans it has not
-seen if each span's rows of a split can be read on their own. This executor
-makes the examples as the flat one does (components/csv_examples.py: TFX's
-CSV parsing and types, column types over the whole window, the same hash
-split) and writes each split's rows of span S to
-`Split-<split>/S-data_tfrecord-*.gz`. Everything that reads
-`Split-<split>/*` reads the same rows as in the flat layout.
-
-The output artifact names its spans in the `span_shards` property: per span,
-the file prefix and a key for the rows' content (the span's files in the
-snapshot manifest, the split config and the version of the code that parses CSV).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

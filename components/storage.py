@@ -1,10 +1,4 @@
-"""Where snapshots are read and written: a local directory or a gs:// prefix.
-
-Both offer the few operations the store needs, on paths relative to one base
-URI, including a publish step that makes a directory appear with one named
-file last. TF's gs:// filesystem cannot be pointed at a test emulator, so GCS
-goes through google-cloud-storage here.
-"""
+"""Where snapshots are read and written: a local directory or a gs:// prefix. Why: docs/internals.md."""
 
 from __future__ import annotations
 

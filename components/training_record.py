@@ -1,26 +1,5 @@
 """What each serving version was trained on, kept beside it in the serving directory.
-
-The drift gate compares the newest data with the data the model serving now
-was trained on. That must be found while the run runs (a compiled Vertex spec
-can't have it baked in) and on both platforms the same way, so it lives where
-the serving model itself is decided: the serving directory. The Pusher
-(components/pusher.py), when it publishes version N, first writes
-
-    <serving_dir>/.training-data/<N>/record.json      spans and their content digests, snapshot digest, rows,
-                                                      sources
-    <serving_dir>/.training-data/<N>/Split-train/...  StatisticsGen's train-split statistics, copied
-
-and only then makes <serving_dir>/<N> visible, so every version pushed since
-has its record complete before TF Serving (or the gate) can see the version.
-`.training-data` is not an integer, so TF Serving's file-system source and
-serving_dir.versions() ignore it; it is not inside the version directory,
-whose tree digest is the Pusher's identical-model check. The statistics are
-copied, not referenced, so the record outlives the pipeline root's artifacts
-and holds in a bucket as on disk.
-
-A version pushed before records were kept has none: the gate then has nothing
-to compare, and says so.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,24 +1,5 @@
 """TFX's Transform with fixed-size input batches and, for span snapshots, an analyzer cache per span.
-
-Fixed batches: TFX's Transform lets Beam's BatchElements size the input
-batches adaptively, from how long recent batches took. Batch boundaries then
-change from run to run, the float sums inside tft.mean / tft.var are grouped
-differently, and the last bits of every scaled feature (and so of the trained
-weights) differ between two runs on the same data. A fixed batch size takes
-the timing out.
-
-Analyzer cache: when ExampleGen wrote each span in its own files
-(components/span_example_gen.py) and custom_config names a cache root, each
-span's rows of an analyzed split are a dataset of their own, and the cache
-(components/analyzer_cache.py) keeps tf.Transform's per-dataset analyzer
-results. TFX keys a dataset by its file pattern, i.e. by the ExampleGen
-artifact, which is new every run; here the key names what decides the result
-instead: the span's content, the hash split, the schema the rows are parsed
-with and the features section. tf.Transform adds the analyzers' own
-fingerprint to each entry, so an edited preprocessing_fn misses too. A run
-then analyzes only the spans no earlier run analyzed, and records which it
-analyzed and which came from the cache on its transform_graph artifact.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

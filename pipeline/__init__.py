@@ -1,3 +1,2 @@
-"""The pipeline: its config, create_pipeline, the local runner and the CLI;
-runs/ reads back what runs recorded, vertex/ compiles, submits and schedules
-on Vertex AI."""
+"""The pipeline layer: config, the DAG, the local run, the shared KFP spec, one package per cloud target,
+the dry run, run records and the CLI (README's layout table names each package). (docs/internals.md)"""

@@ -1,12 +1,4 @@
-"""The one typed configuration that flows from the CLI to every component.
-
-A YAML file (configs/*.yaml) gives the values, `--set section.key=value`
-overrides them, and pydantic rejects anything unknown or out of range before a
-single component runs. Paths and names are validated here because they end up
-in file-system calls, GCS object names and Vertex resource names; the `vertex`
-and `dataflow` sections and their validated strings are in pipeline/sections/vertex.py,
-the `kubeflow` section (self-hosted Kubeflow Pipelines) in pipeline/sections/kubeflow.py.
-"""
+"""The one typed configuration that flows from the CLI to every component. Why: docs/internals.md."""
 
 from __future__ import annotations
 

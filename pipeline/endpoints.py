@@ -1,6 +1,5 @@
-"""The one rule for a service endpoint given in config or on the command line: http(s) with a host,
-and plain http only to this machine (a local emulator or stand-in), so no credential travels
-unencrypted. Used by the Vertex client's --api-endpoint and the kubeflow section's host."""
+"""The one rule for a service endpoint in config or on the command line: http(s) with a host, plain http
+only to this machine, so no credential travels unencrypted. (docs/internals.md)"""
 
 from __future__ import annotations
 

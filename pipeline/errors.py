@@ -1,9 +1,5 @@
-"""The one error hierarchy and the exit codes: every error the project raises derives from ProjectError.
-
-trainer/errors.py holds the root and the trainer's errors, components/errors.py the components'; this
-module re-exports both layers' bases and holds the rest. `pipeline.cli.main` alone turns an error into a
-message on stderr and the exit code `exit_code_for` gives it.
-"""
+"""The one error hierarchy and the exit codes: every error the project raises derives from ProjectError
+(trainer/errors.py), and `exit_code_for` is the one table the CLI turns errors into exit codes with."""
 
 from components.errors import ComponentError, SnapshotError
 from trainer.errors import ProjectError, TrainerError

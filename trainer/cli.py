@@ -1,15 +1,5 @@
 """`python -m trainer`: the training loop without TFX, on Transform-format TFRecords.
-
-For rehearsing strategies on one machine (and for the multi-process tests):
-
-    python -m trainer synthesize --out DIR --examples 2000
-    python -m trainer train JOB.yaml [--cpu-devices 2]
-
-JOB.yaml holds a `trainer:` section (trainer/config.py) plus the data and
-output locations of `JobConfig` below. The strategy comes from
-trainer.strategy exactly as in the TFX Trainer, so TF_CONFIG (or Vertex's
-CLUSTER_SPEC) makes each process one worker of a MultiWorkerMirroredStrategy.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

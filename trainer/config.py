@@ -1,8 +1,4 @@
-"""The trainer's settings, and the path checks shared with the pipeline config.
-
-Lives in trainer/ so the training code stays usable without TFX; the pipeline
-config embeds it as its `trainer` section.
-"""
+"""The trainer's settings, and the path checks shared with the pipeline config. Why: docs/internals.md."""
 
 from __future__ import annotations
 

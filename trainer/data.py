@@ -1,9 +1,5 @@
 """tf.data input for the training loop: sharded, batched for static shapes, seeded.
-
-The data is already transformed (Transform's materialised examples), so the
-host does the parsing and the accelerator sees only dense numeric tensors: no
-string ops reach the TPU.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

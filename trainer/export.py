@@ -1,11 +1,4 @@
-"""SavedModel export: what TF Serving and TFMA call.
-
-`serving_default` takes serialized tf.Example protos with the raw features
-(exactly what a TF Serving client sends: the model's input columns, no label),
-runs the Transform graph, and returns what the task serves (trainer/tasks.py:
-class probabilities, id and name; a probability; or a prediction).
-`transform_features` lets TFMA compute the transformed label from raw eval examples.
-"""
+"""SavedModel export: what TF Serving and TFMA call. Why: docs/internals.md."""
 
 from __future__ import annotations
 

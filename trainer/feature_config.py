@@ -1,12 +1,5 @@
 """The dataset as configuration: which column is the label, what the task is, and
-how every other column becomes a model input.
-
-Lives in trainer/ (pure Python, no TF) so Transform's preprocessing_fn, the
-Trainer's run_fn and the pipeline's checks read one definition; the pipeline
-config embeds it as its `features` section. Columns the section does not name
-are inferred from their type (numbers numeric, strings categorical) unless
-`infer: false`, and `resolve()` says what it inferred, so nothing is silent.
-"""
+how every other column becomes a model input. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The feature config as the TF code sees it: column types from tensors or specs,
-transformed feature names, and the model's input layout read from Transform's
-output schema.
-
-No dataset's column names live here: they come from the `features` section
-(trainer/feature_config.py) passed in each component's custom_config.
-"""
+"""The feature config as the TF code sees it: column types, transformed feature names, and the model's input
+layout read from Transform's output schema. (docs/internals.md)"""
 
 from __future__ import annotations
 

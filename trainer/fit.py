@@ -1,9 +1,4 @@
-"""One training job: strategy, input, the loop, and the chief's export.
-
-The TFX Trainer (trainer/run_fn.py) and `python -m trainer` (trainer/cli.py)
-differ only in where the transformed data and its vocabularies come from,
-where the job writes, and how the model is exported; both run `fit_and_export`.
-"""
+"""One training job: strategy, input, the loop, and the chief's export. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """What the training loop does around its steps: checkpoints, TensorBoard
-summaries, profiling and preemption.
-
-Each is a small class the loop calls at fixed points (in the spirit of
-tensorflow/models' orbit), so one can be swapped without touching the step
-functions or the loop.
-"""
+summaries, profiling and preemption. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,19 +1,5 @@
 """Is training input-bound? The input pipeline alone, measured against training, on the run's own data and strategy.
-
-After training, the loop's own distributed training dataset is iterated again, the way its host
-calls iterate it (steps_per_execution steps per call, every replica's batch handed to the device
-and touched there), but with no model step. The parsed shard is cached in that dataset
-(trainer/data.py), so the check reads it from memory rather than parsing it again. Its
-examples/s against training's own (the loop's host calls after the first; no evaluation, no
-checkpoints) is the ratio. tf.data prefetches, so input and training overlap: training is
-input-bound when the input alone can barely deliver what training consumes. This is the test
-tensorflow.org/guide/data_performance_analysis starts from ("is the input pipeline the
-bottleneck?"), done by the trainer itself because nobody watches a Vertex job as it runs.
-
-Its cost: the first call (tracing, and skipping the batches a resumed run had consumed) plus
-`INPUT_CHECK_FRACTION` of the run's steps of input alone; the record says how many seconds
-that was and what fraction of the training loop.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

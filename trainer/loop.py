@@ -1,12 +1,4 @@
-"""The training loop, on one page.
-
-Split the way tensorflow/models' orbit splits it: the state (model,
-optimizer, metrics) is built in trainer/state.py, the compiled step functions
-are in trainer/steps.py (one optimizer step is `replica_step`, one host call
-runs `steps_per_execution` of them), and checkpoints, summaries, profiling and
-preemption are small pieces in trainer/hooks.py. `train()` below reads top
-to bottom like nanoGPT's: the `while` loop is everything else that happens.
-"""
+"""The training loop, on one page. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """What a training job tells the run summary and the report: which step's weights it exported and why,
-whether its input kept up with training (trainer/input_check.py), and the time it took.
-
-The TFX Trainer writes it as JSON into its model run directory (the ModelRun artifact), beside the
-TensorBoard summaries; pipeline/runs/summary.py reads it back through that artifact's uri. Nothing in
-the exported SavedModel changes, so the pushed model's bytes do not depend on this record.
-"""
+whether its input kept up with training (trainer/input_check.py), and the time it took. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Transform's preprocessing_fn, driven by the config's `features` section.
-
-Rows with missing values are kept: a missing number becomes the training mean
-(after clip/log, before z-scoring or bucketizing), a missing category becomes
-its own category (the empty string), and a category never seen in training
-falls into an out-of-vocabulary (or hash) bucket. Every categorical output
-carries its id range in the transformed schema, which is how the model sizes
-its one-hot and embedding inputs statically.
-"""
+"""Transform's preprocessing_fn, driven by the config's `features` section. Why: docs/internals.md."""
 
 from __future__ import annotations
 

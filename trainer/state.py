@@ -1,6 +1,5 @@
-"""The training state: everything the step functions update and a checkpoint
-restores (model, optimizer, early-stopping counters), plus the metrics.
-Built once, under the strategy's scope, before any step is traced."""
+"""The training state: what the step functions update and a checkpoint restores (model, optimizer, early-stopping
+counters), plus the metrics; built once, under the strategy's scope. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The compiled step functions: everything that runs inside a host call.
-
-`make_gradient_fn` is the forward and backward pass (the part XLA compiles);
-`make_train_steps` applies it on each replica and runs `steps_per_execution`
-optimizer steps per host call in a `tf.range` loop; `make_evaluate` is one
-pass over the eval data.
-"""
+"""The compiled step functions: everything that runs inside a host call. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Pick and set up the tf.distribute strategy; must run before any other TF op.
-
-TPU and multi-worker set-up touch the TF runtime (connect to the cluster,
-initialise the TPU system, collective ops from TF_CONFIG), which only works
-when nothing else has used TF yet in this process.
-"""
+"""Pick and set up the tf.distribute strategy; must run before any other TF op. Why: docs/internals.md."""
 
 from __future__ import annotations
 

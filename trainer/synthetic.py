@@ -1,12 +1,5 @@
 """Learnable synthetic data in Transform's output format, for runs without the pipeline.
-
-The records look exactly like the Transform component's transformed_examples
-for a features section (gzipped TFRecords of tf.Examples with the `*_xf`
-features of trainer/preprocessing.py: z-scored numbers, category ids, the
-class id), so the trainer, its tests and the benchmark read them through the
-same input code as the real pipeline's data. The columns are those of
-DEFAULT_FEATURES, a generic section of four numbers and two categories.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

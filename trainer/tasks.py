@@ -1,10 +1,5 @@
 """What the task (features.task) decides: the model's output width, the loss, the
-training metric, what serving returns, and the metric the Evaluator gates on.
-
-The model ends in raw scores (logits, or a standardized value for regression);
-everything task-specific about them lives here, so the model, the loop and the
-export stay the same for every dataset.
-"""
+training metric, what serving returns, and the metric the Evaluator gates on. (docs/internals.md)"""
 
 from __future__ import annotations
 

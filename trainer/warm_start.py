@@ -1,18 +1,4 @@
-"""Warm start: begin from the serving model's weights when they still fit.
-
-The base model is the model serving now (components/serving_model.py, the
-Trainer's base_model input). With nothing serving, that input is an empty
-artifact: its directory holds no SavedModel, and the run cold-starts.
-
-The weights fit when the vocabularies are the same (a category's one-hot
-column must mean the same category) and every variable has the same shape.
-Vocabularies are compared file by file: the exported SavedModel carries the
-Transform vocabularies it was trained with as assets, under the same names as
-in the new Transform output. Weights are read from the base SavedModel's
-variables checkpoint, matched to the new model through its object graph
-(ServingModule.model in trainer/export.py is the Keras model).
-Otherwise the run cold-starts, and the reason is logged.
-"""
+"""Warm start: begin from the serving model's weights when they still fit. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,28 +1,4 @@
-"""DatasetSnapshot: the first step of the DAG, freezing the raw input by content.
-
-It copies the mutable source into `<snapshots_root>/<digest>/` (or, pinned to
-a digest, checks that snapshot is intact) and emits a DatasetSnapshot artifact
-carrying the digest and the snapshot's directory. ExampleGen takes that
-artifact as its input (components/example_gen.py), so it never reads the
-source itself, and MLMD links every downstream artifact to the snapshot and digest.
-For a source in span layout (`span-<N>/` or `YYYY-MM-DD/` subdirectories),
-the `spans` selection is applied here, at run time, and the snapshot, its
-manifest and its MLMD properties hold exactly the chosen spans (spans.py).
-Only spans holding their ready marker are taken (span_ready_marker); the
-others are named in the `waiting_spans` property, which the run summary
-shows. With skip_when_no_new_span it also records whether the source holds
-a span the version serving now was not trained on, or one whose files
-changed since it was (newness.py): the DAG runs the rest of the pipeline
-only if so.
-
-Caching: a cached snapshot must not outlive a change of the source. The driver
-runs before TFX's cache lookup and adds a cheap fingerprint of the source
-(names, sizes, mtimes or GCS generations) to the execution properties, the
-same way ExampleGen's own driver keys its cache; with skip_when_no_new_span,
-the version serving now joins it, since the newness answer depends on it.
-Vertex runs no custom drivers: there the compiled spec turns caching off for
-this task instead (pipeline/spec/cache_rule.py).
-"""
+"""DatasetSnapshot: the first step of the DAG, freezing the raw input by content. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Missing-value tokens in CSV files: cells such as `NA` become empty cells.
-
-CsvExampleGen treats only an empty cell as missing; a column of numbers with a
-single `NA` is read as strings, and the schema then rejects it. Real exports
-write missing values as `NA` (R, palmerpenguins), `N/A`, `null` or `NaN`, so
-the snapshot step rewrites such cells to empty ones (data.missing_values lists
-the tokens; a cell matches when it equals a token exactly).
-
-Records without a token cell are copied byte for byte; records with one are
-re-encoded by the csv module (minimal quoting, their original line ending).
-The header row is never changed.
-"""
+"""Missing-value tokens in CSV files: cells such as `NA` become empty cells. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
 """Is there a span the model serving now was not trained on? The Snapshot's answer, as artifact properties.
-
-data.skip_when_no_new_span: a run whose newest span is not newer than the
-newest span of the version serving now has nothing to retrain on. The
-Snapshot answers it at run time (on Vertex too: a compiled spec can't know)
-from the serving version's training-data record (components/training_record.py,
-written by the Pusher) and sets `new_span` (1/0) on its DatasetSnapshot; the
-DAG runs everything after the Snapshot only when it is 1 (pipeline/dag/conditions.py).
-The question is the serving version's, not MLMD's last blessed model: the
-serving directory is what both platforms share, and what the drift gate compares with.
-
-A span is judged by its content, not only its name: the record keeps each
-span's content digest (`span_digests`, of the source files' sha256), and a
-span the serving version was trained on whose files changed since (late
-files of a span snapshotted midway, a corrected file) makes the run new
-again, so those files are trained on. A record without digests (written
-before they were kept) is judged by names only.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

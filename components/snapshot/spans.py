@@ -1,28 +1,4 @@
-"""Spans: data arriving over time as subdirectories of data.input_dir.
-
-A source in span layout holds only subdirectories named `span-<N>` (N a
-non-negative integer) or `YYYY-MM-DD`, one kind per source, each with the CSV
-files of that span. `data.spans` says which a run uses:
-  all        every span
-  latest     the newest span
-  window(k)  the newest k spans (fewer while fewer exist)
-The choice is made when the Snapshot step runs, from what the source holds
-then (on Vertex too: it is never frozen into a compiled pipeline), and the
-snapshot holds exactly those spans, under their own names.
-
-Numbered spans must be consecutive inside the selection: a gap is a span that
-has not landed (or was deleted), and training on a window with a hole in it
-would silently drop data. Dated spans may skip days.
-
-Complete spans only: a producer uploads a span file by file, so a span read
-midway would be snapshotted half-full. With a ready marker
-(`data.span_ready_marker`, default `_SUCCESS`, the Hadoop/Beam convention a
-producer writes after its last file), a span counts only once that file is in
-it; until then it is *waiting*: left out of the selection and named in the
-run summary, never silently skipped (a waiting numbered span inside the
-selection is a hole, an error). The marker itself is not data: the snapshot
-leaves it out. `data.span_ready_marker: null` turns this off.
-"""
+"""Spans: data arriving over time as subdirectories of data.input_dir. Why: docs/internals.md."""
 
 from __future__ import annotations
 

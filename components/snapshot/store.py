@@ -1,21 +1,4 @@
-"""Content-addressed, immutable dataset snapshots on local disk or GCS.
-
-A snapshot of a source directory (local path or gs:// prefix) lives at
-`<root>/<digest>/`: the files under `data/` and, written last, `manifest.json`
-(each file's path, size and sha256, CSV row count, source, creation time, the
-digest). A directory without a manifest is not a snapshot: readers ignore it.
-
-The digest is the sha256 of the `sha256sum`-style listing of the files
-("<sha256>  <relative path>\\n" per file, sorted by path), so it depends on the
-bytes and names of the files only: the same data snapshotted twice, from
-anywhere, gets the same digest and is stored once.
-
-Publishing is crash-safe: files are copied to `<root>/.tmp-<digest>-<nonce>/`,
-hashed again where they landed, and only then moved into place with the
-manifest last (a rename on local disk; on GCS, where there is no rename, the
-data objects are copied first and the manifest object written last; see
-storage.py).
-"""
+"""Content-addressed, immutable dataset snapshots on local disk or GCS. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
 """The Google API clients preflight uses, with the user's Application Default Credentials.
-
-Cloud Storage and Resource Manager through their installed client libraries
-(google-cloud-storage, google-cloud-resource-manager); Service Usage, IAM,
-Artifact Registry, Compute Engine and Policy Troubleshooter have no client
-library in requirements.lock, so they are called over REST through
-google-auth's AuthorizedSession, with errors raised as google.api_core
-exceptions like the libraries raise them. `endpoint` sends every call to one
-local emulator (tests), over plain http with anonymous credentials only.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,2 +1,2 @@
-"""Pieces of the DAG that create_pipeline (pipeline/dag/pipeline.py) wires in: the Evaluator's config for the
-dataset's task (evaluation.py), and the no-new-span condition around everything after the Snapshot (conditions.py)."""
+"""The DAG (pipeline.py: create_pipeline) and its pieces: the Evaluator's config, the no-new-span condition, the run
+lease, the splits, the Trainer as a Vertex CustomJob and the Beam args."""

@@ -1,24 +1,5 @@
 """The one condition in the DAG: everything after the Snapshot runs only if it found a new span.
-
-data.skip_when_no_new_span (with spans, and no pinned snapshot): the
-Snapshot compares the newest span with the spans the version serving now was
-trained on and sets `new_span` on its DatasetSnapshot
-(components/snapshot/newness.py). Every later component sits in a TFX `Cond`
-on that property, which both platforms evaluate at run time:
-- locally, TFX's input resolution drops a node whose predicate is false
-  (tfx/orchestration/portable/input_resolution/node_inputs_resolver.py,
-  `_filter_conditionals`) and the launcher skips it without an execution;
-- for Vertex, the compiler writes the predicate as each task's CEL
-  `triggerPolicy.condition` (tfx/orchestration/kubeflow/v2/step_builder.py,
-  compiler_utils.placeholder_to_cel), which the backend's driver evaluates
-  before the task (pipeline/spec/condition.py cites the source).
-Each task carries the predicate itself, so no task depends on a skipped
-one's outputs for being skipped. Resolver tasks get no condition on Vertex
-(step_builder.py builds them apart); they only query metadata.
-Without the check there is no Cond: a Cond adds the snapshot as an input of
-every task, and on Vertex a new input artifact is a cache miss (cache_rule.py),
-which would cost reruns of ExampleGen and StatisticsGen on unchanged flat data.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

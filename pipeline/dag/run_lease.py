@@ -1,27 +1,5 @@
 """The run lease in a compiled pipeline (Vertex AI, Kubeflow Pipelines): a first task and an exit handler.
-
-Two runs on one gs:// root would train, decide against the same serving
-model and push; a local run holds the root's lease in its own process
-(pipeline/local/lock.py). A compiled run has no process that lives through it,
-so the lease is held by the run itself (components/run_lease.py):
-- `first_task`: RunLease, upstream of every other task (`lease_everything`),
-  takes `<pipeline.root>/run.lock` for the run, waiting up to
-  pipeline.lock_wait_seconds; it fails with the same "another run holds ..."
-  message as a local run, naming the holder;
-- `exit_handler`: ReleaseRunLease, which KubeflowV2DagRunner.set_exit_handler
-  compiles into a task of the root DAG with trigger strategy
-  ALL_UPSTREAM_TASKS_COMPLETED after a `tfx-dag` task that holds every other
-  task (tfx/orchestration/kubeflow/v2/pipeline_builder.py, build, and
-  step_builder.py, is_exit_handler): the backend runs it once the run's tasks
-  completed, failed or not (kubeflow/pipelines backend/src/v2/compiler/
-  argocompiler/dag.go, DAG: an exit task becomes the Argo exit hook of the
-  tasks it depends on), and it releases the lease.
-
-The lease's ttl is pipeline.run_lease_ttl_seconds (config.py says why it is
-long); the Pusher renews it as the run's owner before it claims a version
-and heartbeats it while it pushes, and fails (LeaseLost, nothing pushed) when
-the run no longer holds it.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

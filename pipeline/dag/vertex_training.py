@@ -1,7 +1,5 @@
 """The Trainer as a Vertex AI CustomJob on the configured machines; without a `vertex` section, TFX's Trainer.
-
-So create_pipeline stays one readable DAG for every target.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

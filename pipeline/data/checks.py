@@ -1,11 +1,4 @@
-"""The dataset a config describes, checked before anything runs.
-
-`check_features` applies the `features` section to the columns the data will
-have (the curated schema's, or else the CSV header's) and rejects what cannot
-work, naming the field: a label that is not a column, a categorical whose
-schema type is a float, a bound outside its metric's range. It returns the
-resolved features, whose description the run prints.
-"""
+"""The dataset a config describes, checked before anything runs. Why: docs/internals.md."""
 
 from __future__ import annotations
 

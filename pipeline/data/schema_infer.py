@@ -1,7 +1,5 @@
-"""`python -m pipeline schema infer`: snapshot the data exactly as a run would
-(missing-value tokens emptied), infer a schema from it with TFDV and write it
-for review: the start of a curated schema.
-"""
+"""`python -m pipeline schema infer`: a schema inferred with TFDV from the data as a run would snapshot it,
+written for review (the start of a curated schema). (docs/internals.md)"""
 
 from __future__ import annotations
 

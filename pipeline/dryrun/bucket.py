@@ -1,12 +1,4 @@
-"""gs:// mapped to a local directory, the way gcsfuse mounts a bucket.
-
-TF's gs:// filesystem can only talk to Google (it cannot be pointed at a GCS
-emulator, docs/vertex.md), so the dry run keeps the job in Vertex's terms
-(gs:// URIs in the spec, the cache keys, the artifact index) and translates at
-the boundary of each task process: its ExecutorInput is rewritten to local
-paths, its ExecutorOutput back to gs://. Every bucket maps to
-`<local dir>/gcs/<bucket>/`.
-"""
+"""gs:// mapped to a local directory, the way gcsfuse mounts a bucket. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """Vertex's cache rule across dry runs: pipeline/spec/cache_rule.py's key, a local index of results.
-
-A task is looked up only when its `cachingOptions.enableCache` (as submitted,
-after any run-level override) says so. The key is built as the KFP driver
-builds it: the task's ExecutorInput (input artifact names, parameter values
-after a pre-cache-check driver ran), its outputs as the driver provisions
-them (type and metadata; no name, no URI), the image and the *unresolved*
-command and args of the spec. A hit hands on the outputs the earlier
-execution recorded, artifact names and URIs included, so its readers' keys
-match too. Entries are per pipeline name, as the backend scopes them.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

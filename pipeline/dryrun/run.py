@@ -1,13 +1,5 @@
 """`python -m pipeline dryrun`: compile as submit does, then run the job here as Vertex would.
-
-Everything lives under one local directory (default output/dryrun):
-`gcs/<bucket>/...` is the mapped bucket (the data is seeded there from the
-bundled data on first use; pipeline root, snapshots, serving dir and the
-metadata store of the summary and report are there, where the config puts
-them), and `vertex/<pipeline>/` holds what the service keeps: the compiled
-spec, the artifact index the resolvers query, the cache index and the logs.
-Runs in one directory build on each other like runs of one Vertex pipeline.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
 """One task of a dry run: its driver (driver.py), then for a container its launcher (launcher.py).
-
-As the open-source backend runs a task (an Argo driver step, then the
-executor step `when` the driver's condition output is not false;
-backend/src/v2/compiler/argocompiler/container.go and dag.go): the driver
-resolves the inputs and evaluates the condition; a false one records the
-task not triggered. A container task then runs its pre-cache-check hook if
-the backend runs one, looks itself up in the cache (cache.py), and on a miss
-runs its command and publishes its outputs. Every execution is recorded
-(record.py). A DAG task's own tasks are run by run.py.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The kfp.Client set-up for the kubeflow section, and errors a person can act on.
-
-The bearer token is read when a command runs, from the file or environment variable the
-config names (never from config itself); plain http is refused by the config except to this
-machine (pipeline/endpoints.py), so a token never travels unencrypted. Every call that can
-fail against the server goes through `call`, which turns the generated client's ApiException
-and connection errors into KubeflowError (exit 1) with the server's own message.
-"""
+"""The kfp.Client set-up for the kubeflow section, and errors a person can act on. Why: docs/internals.md."""
 
 from __future__ import annotations
 

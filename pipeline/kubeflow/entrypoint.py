@@ -1,42 +1,5 @@
-"""`python -m pipeline.kubeflow.entrypoint`: TFX's v2 container entrypoint
-(tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor), made to run under the
-open-source KFP launcher. The kubeflow compile (compile.py) makes it every task's command;
-the arguments are TFX's own.
-
-What the open-source backend hands the executor differs from Vertex in two ways that break
-TFX 1.16 (tensorflow/tfx#7768, reported with TFX 1.16 and kfp 2.5; still open):
-
-1. Input artifacts arrive without their type. The driver reads an upstream output back from
-   ML Metadata as `metadata.OutputArtifact{Schema: ""}` ("TODO(Bobgy): figure out how to get
-   schema", kubeflow/pipelines backend/src/v2/metadata/client.go,
-   GetOutputArtifactsByExecutionId), and `OutputArtifact.ToRuntimeArtifact` sets
-   `type: {instanceSchema: ""}` from it (same file); backend/src/v2/driver/resolve.go
-   (resolveUpstreamArtifacts) passes that on as the executor's input. TFX then reads the class
-   from the schema's title (kubeflow_v2_entrypoint_utils.py, _retrieve_class_path):
-   `yaml.safe_load("")` is None and `.get('title')` raises AttributeError; a
-   `schemaTitle: system.*` type would be imported as the class path `system.Artifact` and fail.
-   Here such an input takes the type its component declares, which TFX's compiler passes in
-   --json_serialized_inputs_spec_args (step_builder.py, _build_container_spec; pipeline spec
-   2.1); an input the component does not declare is an error naming it.
-2. The launcher adds an output of its own: `executor-logs`, `schemaTitle: system.Artifact`,
-   whenever logs are published (the default, --publish_logs=true: backend/src/v2/driver/
-   driver.go, provisionOutputs; backend/src/v2/cmd/driver/main.go). The launcher writes and
-   uploads it itself and ignores what the executor says about it
-   (backend/src/v2/component/launcher_v2.go, getLogWriter, uploadOutputArtifacts), so it is
-   taken out of what TFX sees. Any other `system.*` or untyped output is an error.
-
-And one in what TFX leaves behind (kubeflow/pipelines#13476, open; reproduced there with
-tf.saved_model.save to a gs:// artifact URI): TensorFlow's GCS file system (tf.io.gfile, which
-TFX's fileio and every TF writer use) leaves a zero-byte object named `dir/` for directories it
-creates. (Not reproduced here: TF's GCS file system cannot be pointed at a local fake-gcs-server;
-the tests plant such objects with google-cloud-storage.) The launcher
-downloads every object under an input artifact's URI to a local file
-(backend/src/v2/objectstore/object_store.go, DownloadBlob and downloadFile), so `dir/` becomes
-a file named `dir` and the next object under it fails with "mkdir ...: not a directory" in
-every task downstream. After the executor has run, the markers under this task's output
-artifacts are deleted (remove_directory_markers); nothing else reads them: GCS has no
-directories, and tf.io.gfile finds a directory by its objects' prefix too.
-"""
+"""`python -m pipeline.kubeflow.entrypoint`: TFX's v2 container entrypoint made to run under the open-source
+KFP launcher; its module path is baked into compiled specs. Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

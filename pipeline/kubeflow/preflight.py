@@ -1,12 +1,5 @@
-"""Preflight for `pipeline.target: kubeflow`: what can be checked from this machine before a
-run is sent, one line per check (pipeline/cloud/preflight.py's lines and statuses):
-- the KFP API server answers its health check with our token (kubeflow.host; multi-user or not);
-- the pipeline root's bucket exists (Cloud Storage, your Application Default Credentials);
-- the pipeline image exists in Artifact Registry.
-What it cannot check, and says so ("?"): whether the pods' Kubernetes service account is bound
-with Workload Identity to a Google service account that may write the bucket (that binding
-lives in the cluster: infra/kubeflow/), and images outside Artifact Registry.
-"""
+"""Preflight for `pipeline.target: kubeflow`: the KFP API server, the bucket and the image, checked from this
+machine, one line per check; what can't be checked from here says so ("?"). (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
 """`python -m pipeline schedule create|list|pause|resume|delete` with `pipeline.target: kubeflow`:
-KFP recurring runs through kfp.Client, in the configured experiment.
-
-The cron is the same five-field unix cron as for Vertex (checked by pipeline/vertex/schedules.py),
-sent in the form the open-source scheduler reads: the API server parses it with robfig/cron
-v1.2.0 `cron.Parse` (backend/src/apiserver/server/api_converter.go; go.mod), whose fields are
-"second minute hour day-of-month month [day-of-week]" (robfig/cron parser.go, defaultParser).
-Sent unchanged, "0 3 * * 1" would mean second 0, minute 3, every hour, in January, so a "0 "
-(second 0) is put in front. That parser has no time zone prefix and numbers days of the week 0-6,
-so TZ=/CRON_TZ= and a day of week 7 are refused here rather than misread there. KFP has no run
-count limit (recurring_run.proto); pause and resume are the recurring run's DISABLE and ENABLE
-modes (:disable, :enable), and catch-up is off: a retraining run reads the newest data, so
-runs missed while paused are not replayed.
-"""
+KFP recurring runs through kfp.Client, in the configured experiment. (docs/internals.md)"""
 
 from __future__ import annotations
 

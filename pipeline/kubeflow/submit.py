@@ -1,6 +1,5 @@
-"""`python -m pipeline submit` with `pipeline.target: kubeflow`: compile (compile.py) or take a
-package compiled earlier (--spec), then create a run of it on the KFP API server through
-kfp.Client, filed under the configured experiment, and optionally follow it to the end."""
+"""`python -m pipeline submit` with `pipeline.target: kubeflow`: compile (or take --spec), then create a run on
+the KFP API server through kfp.Client. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """One run at a time per pipeline root: `python -m pipeline` commands' face of components/lease.py.
-
-A schedule and a person may start runs on the same root at once; both would
-train, both would decide against the same (old) baseline and both would push.
-A run holds `<root>/run.lock` while it runs: a file created with O_EXCL on a
-local root, a lease object created and kept under GCS generation
-preconditions on a gs:// root (components/lease.py says how, and what is stale
-and taken over). A second run waits for it, up to `pipeline.lock_wait_seconds`,
-then refuses naming the holder: RunLocked, exit 5.
-
-A run on Vertex or Kubeflow takes the same lease in its first task and releases it in its exit handler
-(pipeline/dag/run_lease.py).
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Live progress for local runs: which component runs, how long each took.
-
-TFX's LocalDagRunner reports component start/finish and cache hits through
-absl logging; this handler turns those records (and the trainer's step
-reports) into short console lines and sends everything else to a log file.
-"""
+"""Live progress for local runs: which component runs, how long each took. Why: docs/internals.md."""
 
 from __future__ import annotations
 

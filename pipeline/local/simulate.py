@@ -1,13 +1,5 @@
 """`python -m pipeline simulate`: scheduled retraining on this machine, span by span.
-
-It writes spans derived from the bundled data into data.input_dir (resampled
-rows with noise; from --drift-at on, a unit change in one FLOAT column and a
-much smaller share of one category: span_data.py), and after each span lands
-runs the pipeline once, exactly as `python -m pipeline run` would when a
-schedule fires. It ends with the history table and page. It lives in
-pipeline/runs/ beside history.py because it is a driver of runs, like the
-local runner, not part of the pipeline's DAG.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

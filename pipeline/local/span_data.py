@@ -1,19 +1,5 @@
 """Spans derived from a flat CSV dataset, for the retraining simulation and its tests.
-
-Each span is a resample (with replacement) of the source rows, with a little
-Gaussian noise on the FLOAT columns so spans differ like real days do. From
-`drift_at` on, spans carry a real shift that still passes the schema (the
-data gate must not see it; the drift gate must): one FLOAT column reads 25%
-high, as after an instrument's recalibration, and one categorical column's
-most common value becomes rare (its rows are mostly dropped), as when a site
-stops reporting. FLOAT values stay inside the schema's float_domain (a unit
-change such as mm -> cm would leave it and is the data gate's to catch).
-Which columns: the model's inputs as the config's features section resolves
-them (pipeline/data/checks.py): noise on its numeric FLOAT columns, drift on
-the first numeric FLOAT column and the first categorical one unless named;
-never the label, nor columns the model does not use. Cells holding one of
-data.missing_values are missing and stay so.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

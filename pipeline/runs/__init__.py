@@ -1,3 +1,2 @@
-"""What a run recorded, read during or after it: live progress (progress.py),
-the end-of-run summary (summary.py), the HTML report (report.py) and lineage
-(lineage.py). Everything that reads ML Metadata goes through mlmd.py."""
+"""What a run recorded, read back: the summary, the report and history pages, lineage, cost. Everything that
+reads ML Metadata goes through mlmd.py. (docs/internals.md)"""

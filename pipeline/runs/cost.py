@@ -1,15 +1,5 @@
 """What a run's training cost: the trainer's pool-hours and, from the configured prices, an estimate.
-
-On Vertex the Trainer's CustomJob holds its worker pool for the Trainer execution's wall time, so its
-pool-hours are that time times the replicas (the preset's machine plus `extra_workers`). A local run
-has no pool: its pool-hours are the CPU-hours the trainer used (trainer/outcome.py `cpu_seconds`).
-A run whose Trainer came from cache trained nothing and cost nothing.
-
-Prices come from `vertex.prices` (pipeline/sections/vertex.py), each with the date it was read and its
-source; every figure here is an estimate from a price list, never a measured bill. The same training
-on another preset is estimated at the same hours, which assumes that preset's device runs this
-training as fast: its throughput is not measured, so that figure is only a price ratio and says so.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """`python -m pipeline history`: one row per run of this pipeline root, read back from MLMD.
-
-Spans and rows come from the run's snapshot, the drift verdict from the
-DriftGate execution, the metric and blessing from the Evaluator, the version
-from the Pusher, and "serving now" from the serving directory itself (the
-version TF Serving loads). A run that exited before starting the pipeline (no
-new span, run lock busy) recorded nothing and has no row.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """The history page beside the run reports: <root>/runs/history.html, every run's metric and outcome.
-
-Each run's report.html names it (as text: reports stay self-contained). The plot shows the task's main
-eval metric per run, with pushed runs, runs blocked by a gate and runs that pushed nothing marked.
-It uses the run report's page template and helpers, so both look the same.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
 """Which data and code made a model: `python -m pipeline lineage <serving version | model artifact id>`.
-
-Everything is read back from MLMD by following events: the pushed model to
-its Model, the Model to the Trainer run (config, code version) and its
-Transform graph, the Transform run to the raw Examples, ExampleGen to the
-dataset snapshot (its digest), and sideways to the statistics, schema,
-anomalies, evaluation, blessing and pushes of the same artifacts.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """The one reader of ML Metadata: runs, their executions, the artifacts they
-read and wrote, and the properties recorded on both.
-
-The summary, the report and lineage all ask MLMD through this module, so an
-artifact is found the same way everywhere: by its type name (looked up once
-per Reader), never by a substring or a guessed id.
-"""
+read and wrote, and the properties recorded on both. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The run report: one self-contained report.html per run, images inline.
-
-Everything comes from what the run recorded: MLMD (via summary.py) for
-components, metrics, thresholds, blessing and push; StatisticsGen and
-ExampleValidator outputs for the data; the Trainer's TensorBoard summaries for
-the training curves. Nothing is recomputed, so a report regenerated later
-shows the same run.
-"""
+"""The run report: one self-contained report.html per run, images inline. Why: docs/internals.md."""
 
 from __future__ import annotations
 

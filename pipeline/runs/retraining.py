@@ -1,9 +1,5 @@
 """What scheduled retraining reads back from a run: did its Snapshot find a span the serving model has not seen?
-
-The Snapshot answers at run time, locally and on Vertex alike
-(components/snapshot/newness.py); when it found none, the DAG skipped
-everything after it (pipeline/dag/conditions.py) and this says why.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """The `kubeflow` section of the config: where the KFP 2.x API server is and as whom we call it.
-
-No credential is ever in config: `token_file` names a file and `token_env` an environment
-variable that hold a bearer token (e.g. `kubectl create token`, or an identity-aware proxy's
-token); the client (client.py) reads it when it calls. Every name here ends up in a URL, a
-Kubernetes object name or a file-system call, so each is checked against what it may be.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """What each Vertex worker-pool preset needs: machine, image, runtime environment,
-and the accelerator the trainer must find or refuse to start.
-
-One table, read by pipeline/sections/vertex.py (validation), dag.py (the
-Trainer's CustomJob spec) and preflight.py (does the TPU quota cover it).
-
-Sources for the runtime column:
-- TPU v5e runs TensorFlow only through the PJRT runtime (Cloud TPU lists only
-  "-pjrt" TF runtimes for v5e; Vertex's "Training with TPU VMs" page asks TF
-  images for v5e to put libtpu.so in /lib and set the PJRT variables). TF
-  2.16 loads libtpu as a pluggable device only when TF_PLUGGABLE_DEVICE_LIBRARY_PATH
-  names it, with NEXT_PLUGGABLE_DEVICE_USE_C_API=true (tensorflow/__init__.py
-  in the tensorflow-tpu 2.16 wheel). infra/docker/Dockerfile.tpu puts
-  libtpu.so at /lib/libtpu.so and leaves the variables to the job spec.
-- TPU v2/v3 use the StreamExecutor runtime, which finds libtpu.so on the
-  default library path; the PJRT variables would switch them to PJRT, so
-  their jobs get none.
-- Training quota: Vertex AI counts a custom-training TPU against a per-region
-  quota of aiplatform.googleapis.com per generation, in cores (v5e: one core
-  per chip, so a 2x2 slice takes 4; cloud-tpu TPU_V3 x 8 takes 8):
-  custom_model_training_tpu_v5e and custom_model_training_tpu_v3, as Google's
-  Model Garden notebooks look them up (GoogleCloudPlatform/vertex-ai-samples,
-  community-content/vertex_model_garden/model_oss/notebook_util/common_util.py,
-  get_resource_id and check_quota, which compare it with accelerator_count).
-  No source names TPU v2's, so preflight cannot check it.
-- GPU: TF 2.16 sees a GPU only with the CUDA libraries of tensorflow[and-cuda]
-  (infra/docker/Dockerfile.gpu); the pipeline image has none and would train
-  on CPU, so the gpu preset runs vertex.gpu_image.
-"""
+and the accelerator the trainer must find or refuse to start. (docs/internals.md)"""
 
 from __future__ import annotations
 

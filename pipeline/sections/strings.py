@@ -1,8 +1,5 @@
 """Validated strings of the cloud sections: each type accepts only what the service it ends up in accepts.
-
-Names, regions, images and accounts end up in Vertex resource names, Dataflow flags, Kubernetes objects
-and IAM bindings; the error says what was expected.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

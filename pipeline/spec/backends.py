@@ -1,11 +1,5 @@
 """What differs between the backends a dry run models: Vertex AI Pipelines and self-hosted Kubeflow Pipelines.
-
-The rules (rules.py), the driver (driver.py) and the launcher (launcher.py)
-follow the open-source KFP backend's source wherever Vertex runs the same
-spec the same way; a Backend names what is particular to one of them, so a
-second one (self-hosted Kubeflow Pipelines) is a second instance, not a
-second dry run.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """A task's `triggerPolicy.condition`: parsed up front, evaluated as the KFP driver evaluates it.
-
-Source (kubeflow/pipelines at commit 7b70c7b, Aug 2026; Vertex Pipelines runs
-the same pipeline spec):
-- backend/src/v2/driver/container.go, `Container`, and driver/dag.go, `DAG`:
-  the driver first resolves the task's inputs into an ExecutorInput
-  (`resolveInputs`; an input that can't be resolved fails the driver), then,
-  when `Task.GetTriggerPolicy().GetCondition()` is set, evaluates it with
-  `expr.Condition(executorInput, condition)`; an evaluation error fails the
-  driver, false records the execution NotTriggered (CANCELED in MLMD,
-  metadata/client.go) and the executor is not started.
-- backend/src/v2/expression/expression.go, `New` and `Condition`: CEL
-  (cel-go) over the ExecutorInput proto's fields, so `inputs.artifacts`,
-  `inputs.parameter_values`; the expression is compiled before it is run (a
-  syntax error fails the driver) and a non-bool result is an error.
-
-TFX 1.16 writes conditions from a `Cond` predicate
-(tfx/orchestration/kubeflow/v2/compiler_utils.py, `placeholder_to_cel`):
-comparisons (== != < <= > >=), !, &&, || over literals (ints written as
-doubles, 'strings') and `inputs.artifacts['<key>'].artifacts[<i>].metadata['<name>']`
-or `.uri`, `inputs.parameter_values['<key>']`. `parse` turns that into a tree
-and refuses anything else (a SpecError naming the field, before any task
-runs); `evaluate` walks the tree. As in CEL, && and || are commutative over
-errors: `false && <error>` is false and `true || <error>` is true, whichever
-side errs; otherwise the error stands. Artifact metadata is a protobuf
-Struct, so its numbers are doubles, as are TFX's literals; cel-go compares
-int and double numerically (heterogeneous equality), and `==` between unlike
-types is false.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,32 +1,5 @@
 """TFX's per-task trigger conditions, regrouped as the KFP SDK compiles `dsl.If`: one sub-DAG task.
-
-TFX 1.16 compiles a `Cond` into the same `triggerPolicy.condition` on every
-task inside it (tfx/orchestration/kubeflow/v2/step_builder.py). When the
-condition is false the first of them is not triggered, and what happens to
-the chain after it is where the backends differ or say nothing:
-- the open-source backend's drivers wait on `<upstream>.Succeeded`
-  (backend/src/v2/compiler/argocompiler/dag.go, `depends`), so Argo omits
-  the rest and the run ends Succeeded;
-- Vertex documents NOT_TRIGGERED for a task whose condition is false
-  (PipelineTaskDetail.State) and nothing about its downstream tasks or the
-  job's final state; api/v2alpha1/pipeline_spec.proto (TriggerPolicy) says a
-  task is "only tested for the condition when the strategy is met", which
-  implies tasks downstream of it are never evaluated.
-
-The KFP SDK compiles `dsl.If` into one task whose component is a sub-DAG:
-the task carries the condition and its children carry none
-(sdk/python/kfp/compiler/pipeline_spec_builder.py,
-`_update_task_spec_for_condition_group`). On the open-source backend its DAG
-driver evaluates the condition and Argo runs the sub-DAG `when` it is true
-(argocompiler/dag.go, `task`, case ComponentSpec_Dag); on Vertex it is the
-form every `dsl.If` pipeline runs. No task sits downstream of the group, so
-a false condition leaves one NOT_TRIGGERED task and nothing waiting.
-
-`group_conditions` rewrites the compiled spec into that form: the tasks
-that share one condition move into `comp-condition-1`; what they read from
-outside comes in as the group's inputs (`pipelinechannel--<task>-<key>`, the
-SDK's naming), their dependencies on outside tasks move to the group task.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,16 +1,5 @@
 """The submitted PipelineJob as a model: its DAGs, their tasks, each task's component and executor.
-
-One home for what the rules (rules.py), the driver (driver.py) and the
-launcher (launcher.py) all need to know about a task: where its fields are
-(for errors that name them), what kind of executor it has, which TFX
-executor class it runs, which tasks it reads from. The model is built
-leniently: a missing component or executor is None here and a violation in
-rules.py, so every broken reference is reported, not the first one only.
-
-The job body comes from submit's own code (compile_pipeline, then
-client.build_job, which may rewrite every task's caching option), only never
-sent.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

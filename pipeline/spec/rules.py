@@ -1,15 +1,5 @@
 """The rules a pipeline backend applies to a spec, checked before any task runs, all reported at once.
-
-Each rule has an id, the source it was read in, and a check that yields a
-Violation naming the task and the field. Sources are kubeflow/pipelines at
-commit 7b70c7b (Aug 2026) and argoproj/argo-workflows at f016ad8 (Aug 2026),
-which the open-source backend compiles a run into. Vertex AI Pipelines runs
-the same pipeline spec; where its behaviour is not documented the rule is the
-open-source backend's, and where the dry run itself cannot execute something
-(a resolver, an exit handler) it fails closed and says so: a model of the
-backend must never be more lenient than the backend. docs/vertex.md lists
-the rules.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,2 @@
-"""Vertex AI: the config sections (config.py), the Vertex-specific DAG pieces
-(dag.py), compiling (compile.py), submitting (submit.py) and scheduling
-(schedules.py). Nothing is imported here: the Google Cloud client libraries are
-slow to import and local runs do not need them."""
+"""Vertex AI only: compile, submit, schedules, preflight, the client and access checks. Nothing is imported
+here: the Google Cloud client libraries are slow to import and local runs don't need them. (docs/internals.md)"""

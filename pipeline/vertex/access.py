@@ -1,12 +1,5 @@
 """What each service account in the config must be allowed to do for its step, and where.
-
-The list preflight checks (with Policy Troubleshooter, which answers "may
-this principal do this here" for another principal than the caller, unlike
-testIamPermissions); infra/terraform/iam.tf grants exactly these. Storage
-needs name a representative object under the prefix the step writes, so
-IAM conditions on object names (the Terraform's prefix-limited writes) are
-evaluated for it.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

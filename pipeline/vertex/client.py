@@ -1,11 +1,5 @@
 """The Vertex AI client set-up and what submit and schedule share: the bucket
-check, the PipelineJob built from config, and errors a person can act on.
-
-Credentials come from Application Default Credentials, never from config.
-`--api-endpoint` points the client elsewhere (a regional or private endpoint,
-or a local emulator); a plain-http endpoint must be local and gets anonymous
-credentials, so no token ever travels unencrypted.
-"""
+check, the PipelineJob built from config, and errors a person can act on. (docs/internals.md)"""
 
 from __future__ import annotations
 

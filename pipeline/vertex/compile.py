@@ -1,17 +1,4 @@
-"""`python -m pipeline compile`: the Vertex AI PipelineJob JSON, written offline.
-
-KubeflowV2DagRunner only serialises the DAG: components name their functions
-by import path (the code is in the image), so nothing is uploaded and no
-cloud API is called. The DAG has no resolver (the baseline is the ServingModel
-task); InfraValidator and most resolver strategies would fail here.
-
-TFX writes a `Cond` as the same trigger condition on every task in it; the
-spec written here has those tasks in one sub-DAG task that carries the
-condition, the form the KFP SDK compiles `dsl.If` into (condition_group.py
-says why). TFX gives every task the same caching option; the spec written here has each
-task's option set by pipeline/spec/cache_rule.py instead (tasks that read
-mutable state never cached), and submit and schedule send it unchanged.
-"""
+"""`python -m pipeline compile`: the Vertex AI PipelineJob JSON, written offline. Why: docs/internals.md."""
 
 from __future__ import annotations
 

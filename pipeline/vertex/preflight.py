@@ -1,29 +1,4 @@
-"""`python -m pipeline preflight`: catch a broken project before paying for a run.
-
-One line per check, `ok`, `FAIL` (with the fix) or `?` (could not be
-checked, and why). `submit` and `schedule create` run it on the spec they
-have just compiled and stop on any FAIL (`--skip-preflight` skips it);
-`preflight` alone compiles the config the same way (or takes `--spec`).
-Each check sees the Submission: the config and the PipelineJob submit would
-send (built by client.build_job, as submit builds it). The checks, in order
-(CHECKS):
-- the spec keeps every rule the backend applies (the dry run's up-front
-  pass, pipeline/spec/rules.py), on exactly the job being sent;
-- the APIs the configured run calls are enabled (Service Usage);
-- the pipeline bucket exists and you may read it (storage.buckets.get, which
-  submit's bucket check and aiplatform need); a 403 names the permission
-  Cloud Storage denied;
-- you may start pipeline runs and act as vertex.service_account
-  (testIamPermissions: it answers for the caller only);
-- each service account may do what its step needs (pipeline/vertex/access.py),
-  asked of Policy Troubleshooter, which answers for another principal and
-  evaluates the bucket's prefix conditions;
-- the images exist in Artifact Registry;
-- the Dataflow subnetwork has Private Google Access (Compute Engine);
-- Vertex AI's custom-training quota for the preset's TPU generation in
-  vertex.region covers the Trainer's cores (presets.py names the metric;
-  read from Service Usage's consumerQuotaMetrics).
-"""
+"""`python -m pipeline preflight`: catch a broken project before paying for a run. Why: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
 """`python -m pipeline schedule create|list|pause|resume|delete`: scheduled
-retraining through Vertex AI pipeline schedules.
-
-The cron expression and the start/end times are checked before any request
-(pipeline/cloud/cron.py), so a typo is reported against the flag, not as a server error.
-"""
+retraining through Vertex AI pipeline schedules. (docs/internals.md)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""`python -m pipeline submit`: compile, preflight, check the bucket, start a
-Vertex AI PipelineJob, and optionally follow it to the end (client set-up and
-errors: client.py; the checks: preflight.py).
-"""
+"""`python -m pipeline submit`: compile, preflight, check the bucket, start a Vertex AI PipelineJob, and
+optionally follow it to the end. (docs/internals.md)"""
 
 from __future__ import annotations
 

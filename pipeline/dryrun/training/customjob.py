@@ -1,24 +1,4 @@
-"""A local Vertex AI JobService for the unmodified TFX training client.
-
-TFX's Vertex training extension launches the Trainer's CustomJob from inside
-the Trainer task (tfx/extensions/google_cloud_ai_platform/training_clients.py,
-VertexJobClient): a gapic JobServiceClient over gRPC to the fixed endpoint
-`<region>-aiplatform.googleapis.com`, with Application Default Credentials.
-Nothing in it takes another endpoint, so the emulator sits where a
-corporate proxy would, reached through switches the client libraries read
-from the environment of the task's process:
-- `grpc_proxy`: gRPC tunnels its connection through an HTTP CONNECT proxy
-  here, which accepts only `<region>-aiplatform.googleapis.com:443` and hands
-  the tunnel to a local gRPC server;
-- `GRPC_DEFAULT_SSL_ROOTS_FILE_PATH`: gRPC trusts a CA made for this run only,
-  which signed the server's certificate for that host (TLS stays on);
-- `GOOGLE_APPLICATION_CREDENTIALS`: a service-account key made for this run;
-  gapic clients sign their own JWT with it, so no token request is made and
-  the user's own credentials are never used.
-CreateCustomJob hands the job to workers.py; GetCustomJob answers when the job
-has finished (a long poll, so TFX's 30-s polling sleep is not paid per job).
-Every other call is refused as UNIMPLEMENTED, loudly.
-"""
+"""A local Vertex AI JobService for the unmodified TFX training client. Why: docs/internals.md."""
 
 from __future__ import annotations
 

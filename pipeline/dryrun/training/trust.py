@@ -1,9 +1,5 @@
 """Throw-away keys for one dry run: a CA and a server certificate, and a service-account key.
-
-They exist so the real Google client libraries can talk TLS and sign
-requests to the local Vertex emulator (customjob.py); nothing else trusts
-them, and they are made fresh for every dry run.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 

@@ -1,22 +1,5 @@
 """A Vertex AI CustomJob run as local processes, one per replica of each worker pool.
-
-Each replica runs its pool's container command (TFX sets it to
-`python -m tfx.scripts.run_executor ...`) in this environment, with what
-Vertex puts in a replica's environment: CLUSTER_SPEC (workerpool<i> ->
-hosts, here 127.0.0.1 ports; this replica's pool and index), the
-`container_spec.env` of the spec, and AIP_MODEL_DIR / AIP_CHECKPOINT_DIR /
-AIP_TENSORBOARD_LOG_DIR when the job has a base_output_directory. So a
-two-worker pool trains as MultiWorkerMirroredStrategy over 127.0.0.1.
-
-There is no TPU or GPU here. An accelerator pool runs on CPU and says so;
-the trainer config in the job's --exec-properties is changed, visibly: a
-TPU pool's `strategy: tpu` (which cannot run on CPU) becomes `default` (or
-`multi_worker` for several replicas), and `require_accelerator` (which would
-refuse to start without the device) is cleared; the spec's variables that
-load a TPU runtime (TF_PLUGGABLE_DEVICE_LIBRARY_PATH,
-NEXT_PLUGGABLE_DEVICE_USE_C_API, TPU_*, PJRT_*) are withheld. Each change is
-printed.
-"""
+Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 
