@@ -14,7 +14,7 @@ from tfx.types import artifact as tfx_artifact
 
 from pipeline import cli
 from pipeline.config import load_config
-from pipeline.errors import PipelineFailed
+from pipeline.errors import EXIT_FAILED, EXIT_OK, PipelineFailed
 from pipeline.local.runner import run_local
 from pipeline.runs.history import Row, format_history, history
 from pipeline.runs.history_page import history_figure
@@ -111,15 +111,15 @@ def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):
     config, summary, _, path, page = report
     os.remove(path)
     root = f"pipeline.root={config.pipeline.root}"
-    assert cli.main(["report", summary.run_id, "--set", root]) == cli.EXIT_OK
+    assert cli.main(["report", summary.run_id, "--set", root]) == EXIT_OK
     assert capsys.readouterr().out.strip() == path
     with open(path) as f:
         assert _section(f.read(), "evaluation") == _section(page, "evaluation")
     # Other tests may have run the pipeline again on the same store since.
     latest = summarize(config.pipeline.metadata_path, config.pipeline.name).run_id
-    assert cli.main(["report", "--set", root]) == cli.EXIT_OK
+    assert cli.main(["report", "--set", root]) == EXIT_OK
     assert capsys.readouterr().out.strip() == os.path.join(run_dir(config, latest), REPORT_FILE)
-    assert cli.main(["report", "no-such-run", "--set", root]) == cli.EXIT_FAILED
+    assert cli.main(["report", "no-such-run", "--set", root]) == EXIT_FAILED
     assert "no run 'no-such-run'" in capsys.readouterr().err
 
 
