@@ -16,7 +16,8 @@ from tfx.types import artifact_utils, component_spec, standard_artifacts, standa
 from tfx.utils import io_utils, proto_utils
 
 from components import lease, serving_dir, training_record
-from components.snapshot.component import SPAN_DIGESTS, DatasetSnapshot, spans_of
+from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
+from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
@@ -82,7 +83,7 @@ class PushExecutor(tfx_pusher_executor.Executor):
             model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
             return
         version = serving_dir.claim_version(base, run)
-        record = _write_record(base, version, input_dict)
+        record = _write_record(base, version, input_dict, run)
         try:
             serving_path = serving_dir.publish(model_path, base, version)
         except BaseException:
@@ -94,7 +95,7 @@ class PushExecutor(tfx_pusher_executor.Executor):
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
 
 
-def _write_record(base: str, version: int, input_dict: dict[str, list[types.Artifact]]) -> Optional[str]:
+def _write_record(base: str, version: int, input_dict: dict[str, list[types.Artifact]], run: str) -> Optional[str]:
     statistics = input_dict.get(STATISTICS_KEY) or []
     if not statistics:
         logging.warning("no statistics input: version %s gets no training-data record; "
@@ -108,9 +109,19 @@ def _write_record(base: str, version: int, input_dict: dict[str, list[types.Arti
         spans=spans_of(snapshot) if snapshot else (),
         span_digests=json.loads(snapshot.get_string_custom_property(SPAN_DIGESTS) or "{}") if snapshot else None,
         snapshot_digest=snapshot.get_string_custom_property("digest") if snapshot else "",
-        snapshot_rows=snapshot.get_int_custom_property("rows") if snapshot else None)
+        snapshot_rows=snapshot.get_int_custom_property("rows") if snapshot else None,
+        training_key=snapshot.get_string_custom_property(TRAINING_KEY) if snapshot else "",
+        run=run, metric=_gated_metric(input_dict))
     logging.info("training-data record of version %s written to %s", version, path)
     return path
+
+
+def _gated_metric(input_dict: dict[str, list[types.Artifact]]) -> Optional[tuple[str, float]]:
+    """(label, value) of the metric the Evaluator blessed the model on (components/evaluator.py)."""
+    blessing = (input_dict.get(standard_component_specs.MODEL_BLESSING_KEY) or [None])[0]
+    if blessing is None or not blessing.has_custom_property(MAIN_METRIC):
+        return None
+    return blessing.get_string_custom_property(MAIN_METRIC), blessing.get_float_custom_property(MAIN_METRIC_VALUE)
 
 
 class Pusher(base_component.BaseComponent):

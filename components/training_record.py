@@ -33,6 +33,10 @@ class Record:
     model_uri: str
     # {span: digest of its source files} (components/snapshot/newness.py); empty in records written before.
     span_digests: dict = dataclasses.field(default_factory=dict)
+    # What else decided the model: training config and schema (newness.training_key_of); "" in older records.
+    training_key: str = ""
+    run: str = ""                     # the run that pushed it (a local run's id, or the pipeline job's name)
+    metric: Optional[tuple[str, float]] = None  # the metric it was blessed on: (label, value)
 
     @property
     def statistics_path(self) -> str:
@@ -58,7 +62,8 @@ def record_path(base: str, version: str) -> str:
 
 def write(base: str, version: int, statistics_uri: str, model_uri: str, spans: tuple[str, ...] = (),
           snapshot_digest: str = "", snapshot_rows: Optional[int] = None, gcs_client=None,
-          span_digests: Optional[dict] = None) -> str:
+          span_digests: Optional[dict] = None, training_key: str = "", run: str = "",
+          metric: Optional[tuple[str, float]] = None) -> str:
     """Write the record of version (claimed by this push, not yet visible) and return its path; the caller
     publishes afterwards."""
     path = record_path(base, str(version))
@@ -73,13 +78,13 @@ def write(base: str, version: int, statistics_uri: str, model_uri: str, spans: t
         if "/" not in name:
             store.write(f"{rel}/{TRAIN_SPLIT}/{name}", chunks(stats, name))
     body = {"version": str(version), "spans": list(spans), "span_digests": dict(span_digests or {}),
-            "snapshot_digest": snapshot_digest,
+            "snapshot_digest": snapshot_digest, "training_key": training_key, "run": run,
+            "metric": list(metric) if metric else None,
             "snapshot_rows": snapshot_rows, "statistics_uri": statistics_uri, "model_uri": model_uri,
             "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     # record.json last: a record without it is incomplete and read as none.
     store.write(f"{rel}/{RECORD_FILE}", iter([json.dumps(body, indent=1, sort_keys=True).encode()]))
     return path
-
 
 
 def read(base: str, version: str, gcs_client=None) -> Optional[Record]:
@@ -94,13 +99,23 @@ def read(base: str, version: str, gcs_client=None) -> Optional[Record]:
     return Record(version=version, path=path, spans=tuple(body.get("spans") or ()),
                   snapshot_digest=body.get("snapshot_digest", ""), snapshot_rows=body.get("snapshot_rows"),
                   statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""),
-                  span_digests=dict(body.get("span_digests") or {}))
+                  span_digests=dict(body.get("span_digests") or {}), training_key=body.get("training_key", ""),
+                  run=body.get("run", ""), metric=tuple(body["metric"]) if body.get("metric") else None)
 
 
 def serving_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
     """The version TF Serving serves now (None if none) and its record (None if it has none)."""
     current = serving_dir.serving(base, gcs_client)
     return current, (read(base, current.name, gcs_client) if current is not None else None)
+
+
+def pushed_by(base: str, run: str, gcs_client=None) -> Optional[Record]:
+    """The record of the version run `run` pushed, if it pushed one."""
+    for version in reversed(serving_dir.versions(base, gcs_client)):
+        record = read(base, version.name, gcs_client)
+        if record is not None and run and record.run == run:
+            return record
+    return None
 
 
 def serving_key(base: str, gcs_client=None) -> str:

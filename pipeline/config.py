@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from components.snapshot.missing_values import DEFAULT_TOKENS
 from components.snapshot.spans import DEFAULT_READY_MARKER, validate_marker, validate_selection
 from components.snapshot.store import DIGEST_RE
+from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
 from pipeline.sections.vertex import DataflowSection, VertexSection
@@ -37,9 +38,12 @@ class PipelineSection(Section):
     # On Vertex and Kubeflow no process lives through a run to heartbeat its gs:// run lease: its first task
     # takes it, its Pusher renews it (and heartbeats it while pushing), its exit handler releases it
     # (pipeline/dag/run_lease.py). So it must outlast the longest stretch without a renewal, from the start
-    # through training to the push. A run that outlives it may lose the lease to a waiting run: its Pusher
-    # then fails (LeaseLost) and pushes nothing. Local runs heartbeat theirs (components/lease.py).
-    run_lease_ttl_seconds: float = Field(86400, gt=0)
+    # through training to the push; a run that outlives it may lose the lease to a waiting run: its Pusher
+    # then fails (LeaseLost) and pushes nothing. A waiting run takes a lease over at once when the holder's
+    # backend says its run is over (components/job_state.py), so the ttl only bounds how long a dead holder
+    # blocks when the backend can't answer: 6 h, so a daily schedule's next run is never lost to one. Raise it
+    # for trainings longer than that. Local runs heartbeat theirs (components/lease.py).
+    run_lease_ttl_seconds: float = Field(21600, gt=0)
     # Where compile, submit, schedule and preflight send the pipeline: Vertex AI Pipelines
     # (the vertex section) or a self-hosted Kubeflow Pipelines 2.x (the kubeflow section).
     # `run` always runs here.
@@ -99,8 +103,9 @@ class DataSection(Section):
     # With spans: a span counts only once this file is in it (the producer writes it last; the
     # Hadoop/Beam convention); until then the run summary lists it as waiting. null: every span counts.
     span_ready_marker: Optional[str] = DEFAULT_READY_MARKER
-    # With spans: a run whose newest span is not newer than the newest span the
-    # model serving now was trained on exits at once (exit 4) instead of retraining.
+    # A run with nothing new to train on exits after its Snapshot (exit 4) instead of retraining: with spans,
+    # no span newer than (or changed since) those the model serving now was trained on; flat, the same content;
+    # either way the same training config and schema (components/snapshot/newness.py, docs/retraining.md).
     skip_when_no_new_span: bool = True
     # With spans: Transform keeps each span's analysis (means, vocabularies, ...) under
     # <pipeline root>/analyzer_cache and a run analyzes only the spans no earlier run did
@@ -240,6 +245,41 @@ class DriftGateSection(Section):
                            "features": self.thresholds}, sort_keys=True)
 
 
+_TOPIC_RE = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/[A-Za-z][A-Za-z0-9._~%+-]{2,254}$")
+
+
+class NotifySection(Section):
+    """Who hears how a run ended (components/notify.py): locally at the end of `run`, on Vertex and Kubeflow from
+    the exit handler. A failure to notify is logged; it never fails the run."""
+    # projects/<project>/topics/<topic> (infra/terraform creates `pipeline-runs`).
+    pubsub_topic: Optional[str] = None
+    # An https URL that takes a POST of the message's JSON (plain http only to this machine).
+    webhook_url: Optional[str] = None
+    # all: every run; failure: only runs that did not succeed.
+    on: Literal["all", "failure"] = "all"
+
+    @field_validator("pubsub_topic")
+    @classmethod
+    def _topic(cls, v: Optional[str]) -> Optional[str]:
+        if v in (None, ""):
+            return None
+        if not _TOPIC_RE.match(v):
+            raise ValueError(f"{v!r} is not a Pub/Sub topic name (projects/<project>/topics/<topic>)")
+        return v
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook(cls, v: Optional[str]) -> Optional[str]:
+        if v in (None, ""):
+            return None
+        parse_endpoint(v, "notify.webhook_url", bare_host=False)
+        return v
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.pubsub_topic or self.webhook_url)
+
+
 class Config(Section):
     pipeline: PipelineSection = PipelineSection()
     data: DataSection = DataSection()
@@ -257,6 +297,7 @@ class Config(Section):
     snapshot: SnapshotSection = SnapshotSection()
     data_gate: DataGateSection = DataGateSection()
     drift_gate: DriftGateSection = DriftGateSection()
+    notify: NotifySection = NotifySection()
 
     @property
     def snapshots_root(self) -> str:

@@ -69,3 +69,14 @@ class JsonServer:
     @staticmethod
     def error(status: int, message: str) -> tuple[int, dict]:
         return status, {"error": {"code": status, "message": message, "status": _STATUS[status]}}
+
+
+@dataclass
+class Hook(JsonServer):
+    """A webhook that takes POSTs and answers `status`."""
+    status: int = 200
+    requests: list[Request] = field(default_factory=list)
+
+    def _serve(self, method, path, query, body):
+        self.requests.append(Request(method, path, query, body))
+        return self.status, {}

@@ -18,6 +18,7 @@ from tests.vertex_support import compiled_template
 
 SPANS = "data.spans=window(2)"
 SNAPSHOT_INPUT = channel("Snapshot", "snapshot")
+DECISION_INPUT = channel("Snapshot", "new_data")
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +45,11 @@ def _input(new_span=None, **metadata) -> dict:
     return {"inputs": {"artifacts": {SNAPSHOT_INPUT: {"artifacts": [artifact]}}}}
 
 
+def _decision(value=None) -> dict:
+    """The ExecutorInput the DAG driver builds for the condition task: the Snapshot's output parameter."""
+    return {"inputs": {"parameterValues": {} if value is None else {DECISION_INPUT: value}}}
+
+
 def _holds(text: str, executor_input: dict) -> bool:
     return condition.evaluate(condition.parse(text, "field"), executor_input, "field")
 
@@ -57,15 +63,19 @@ def test_everything_after_the_snapshot_is_one_condition_task_as_the_kfp_sdk_comp
     # The children carry no condition and read the Snapshot through the group's input.
     assert not [t.name for t in inner.tasks.values() if t.condition]
     assert all("Snapshot" not in t.upstream for t in inner.tasks.values())
-    assert _holds(group.condition, _input(1.0)) is True
-    assert _holds(group.condition, _input(0.0)) is False
-    # Struct numbers arrive as doubles; an int still compares numerically, as in cel-go.
-    assert _holds(group.condition, _input(1)) is True
+    # It reads the Snapshot's output parameter, as dsl.If compiles (a Struct number: a double).
+    assert group.inputs("parameters")[DECISION_INPUT] == {
+        "taskOutputParameter": {"producerTask": "Snapshot", "outputParameterKey": "new_data"}}
+    assert _holds(group.condition, _decision(1.0)) is True
+    assert _holds(group.condition, _decision(0.0)) is False
+    assert _holds(group.condition, _decision(1)) is True
 
 
-def test_a_snapshot_without_the_property_fails_the_condition_as_the_driver_would(pipeline):
-    with pytest.raises(condition.ConditionError, match="new_span.*no such key"):
-        _holds(_tasks(pipeline)[GROUP_TASK].condition, _input(rows=3.0))
+def test_a_snapshot_without_its_decision_fails_the_condition_as_the_driver_would(pipeline):
+    with pytest.raises(condition.ConditionError, match="new_data.*no such key"):
+        _holds(_tasks(pipeline)[GROUP_TASK].condition, _decision())
+    with pytest.raises(condition.ConditionError, match="no such overload: int"):
+        _holds(_tasks(pipeline)[GROUP_TASK].condition, _decision(True))
 
 
 NEW_SPAN = f"inputs.artifacts['{SNAPSHOT_INPUT}'].artifacts[0].metadata['new_span']"
@@ -125,7 +135,11 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     """A real dry run of the compiled spec: a version serves that was trained on the bucket's newest span."""
     from components import training_record
     from components.serving_dir import SAVED_MODEL
+    from components.snapshot import newness
+    from pipeline.config import DataSection, resolve
+    from pipeline.dag.conditions import training_config_digest
     from pipeline.dryrun.run import dry_run
+    from pipeline.runs.lineage import code_version
     from tests.conftest import tree_hashes
 
     config, bucket = _two_spans_in_the_bucket(tmp_path, rows=40)
@@ -135,7 +149,10 @@ def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     statistics = tmp_path / "stats"
     (statistics / training_record.TRAIN_SPLIT).mkdir(parents=True)
     (statistics / training_record.TRAIN_SPLIT / training_record.STATISTICS_FILE).write_bytes(b"")
-    training_record.write(serving, 1, str(statistics), "gs://elsewhere/model", spans=("span-1", "span-2"))
+    # Trained on those spans with this config and schema: the key the run's Snapshot computes (newness.py).
+    key = newness.training_key_of(training_config_digest(config, code_version()), resolve(DataSection().schema_file))
+    training_record.write(serving, 1, str(statistics), "gs://elsewhere/model", spans=("span-1", "span-2"),
+                          training_key=key)
     before = tree_hashes(Path(serving))
 
     out = io.StringIO()

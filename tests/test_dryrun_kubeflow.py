@@ -62,17 +62,25 @@ def test_the_executor_input_is_built_as_the_open_source_driver_builds_it(package
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
+    """Run 1 pushes; one row more lands in the bucket and run 2 trains and compares with run 1's model; run 3,
+    with nothing changed since, stops after its Snapshot."""
     from pipeline.dryrun.run import dry_run
 
     config = load_config(KUBEFLOW_YAML, SHORT)
-    out = io.StringIO()
-    return config, dry_run(config, tmp_path_factory.mktemp("kfdry"), runs=2, stream=out), out.getvalue()
+    local_dir, out = tmp_path_factory.mktemp("kfdry"), io.StringIO()
+    result = dry_run(config, local_dir, stream=out)
+    data = Path(result.bucket.local(config.data.input_dir)) / "penguins.csv"
+    lines = data.read_text().splitlines(keepends=True)
+    data.write_text("".join(lines + lines[1:2]))
+    for _ in range(2):
+        result.runs += dry_run(config, local_dir, stream=out).runs
+    return config, result, out.getvalue()
 
 
 @pytest.mark.e2e
 def test_two_dry_runs_as_the_open_source_backend_push_then_compare_with_the_serving_model(two_runs):
     config, result, console = two_runs
-    first, second = result.runs
+    first, second, third = result.runs
     assert "dry run of the open-source Kubeflow Pipelines backend" in console
     assert all(t.state == "ran" for t in first.tasks), [(t.name, t.state) for t in first.tasks]
     assert first.summary.blessed is True and first.summary.pushed_path, console
@@ -84,6 +92,11 @@ def test_two_dry_runs_as_the_open_source_backend_push_then_compare_with_the_serv
     names = [a["name"] for a in first.task("Pusher").outputs.artifacts["pushed_model"]]
     assert names and all(n.startswith(f"namespaces/{config.kubeflow.namespace}/") for n in names), names
     assert "report:    " in console
+    # Nothing changed since run 2: its condition is false and nothing after the Snapshot runs (exit 4).
+    assert {t.name: t.state for t in third.tasks} == {
+        "RunLease": "ran", "Snapshot": "ran", "condition-1": "not triggered", "tfx-dag": "ran",
+        "ReleaseRunLease": "ran"}, [(t.name, t.state) for t in third.tasks]
+    assert third.summary.nothing_new and third.summary.pushed_path is None
 
 
 @pytest.mark.e2e

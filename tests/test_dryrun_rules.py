@@ -146,6 +146,13 @@ def _condition_on_missing_input(job):
     task["triggerPolicy"]["condition"] = "inputs.artifacts['model'].artifacts[0].metadata['new_span'] == 1.0"
 
 
+def _artifact_condition_on_the_group(job):
+    """The group's condition as TFX writes it on a container task: reading artifact metadata, a form no backend
+    is known to evaluate on a DAG task (the SDK's dsl.If reads parameters)."""
+    _tasks(job)[GROUP_TASK]["triggerPolicy"]["condition"] = \
+        "(inputs.artifacts['pipelinechannel--Snapshot-snapshot'].artifacts[0].metadata['new_span'] == 1.0)"
+
+
 def _placeholder(job):
     _executor(job, _children(job)["ImportSchemaGen"])["container"]["args"].append(
         "--schema={{$.inputs.parameters['no_such_input']}}")
@@ -183,6 +190,7 @@ BROKEN = [
     ("runtime-value", _unknown_runtime_placeholder, "'run-{{$.pipeline_job_name}}'"),
     ("condition", _unknown_cel, "unknown variable 'size'"),
     ("condition", _condition_on_missing_input, "the task has no input artifact 'model'"),
+    ("dag-condition", _artifact_condition_on_the_group, "a DAG task's condition reads only inputs.parameter_values"),
     ("placeholders", _placeholder, "{{$.inputs.parameters['no_such_input']}} names 'no_such_input'"),
     ("container", _executor_class, "--executor_class_path 'components.transform.NoSuchExecutor' does not import"),
     ("artifact-types", _artifact_type, "'components.NoSuchArtifact' does not import"),

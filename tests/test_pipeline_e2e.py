@@ -79,25 +79,31 @@ def test_pushed_model_serves_raw_examples_accurately(pipeline_run):
 
 
 def test_reruns_push_nothing_and_the_second_is_served_from_cache(pipeline_run):
+    from pipeline.config import NotifySection
+    from tests.fake_http import Hook
+
     config, first, _ = pipeline_run
     versions = sorted(os.listdir(config.pipeline.serving_dir))
-    second = run_local(config, stream=io.StringIO())
-    states = {c.name: c.state for c in second.components}
-    # Nothing changed: the snapshot, the examples, Transform and the Trainer come from cache.
-    for name in ("Snapshot", "CsvExampleGen", "StatisticsGen", "Transform", "Trainer"):
-        assert states[name] == "cached", states
-    # But the first run's push changed the model serving now (components/serving_model.py): the
-    # Evaluator compares the candidate with it, itself, and the Pusher finds it serving already.
-    for name in ("ServingModel", "Evaluator", "Pusher"):
-        assert states[name] == "ran", states
-    assert second.blessed is True
-    assert second.pushed_path is None and second.pushed_version is None  # the push was the first run's
+    hook = Hook()
+    url = hook.start()
+    try:  # ... and the run tells the notify section's webhook how it ended (pipeline/local/notification.py)
+        console = io.StringIO()
+        second = run_local(config.model_copy(update={"notify": NotifySection(webhook_url=f"{url}/runs")}), console)
+    finally:
+        hook.stop()
+    [told] = hook.requests
+    assert told.body["state"] == "SUCCEEDED" and told.body["run"] == second.run_id and "pushed_version" not in told.body
+    assert told.body["link"].endswith("report.html") and f"notified webhook {url}/runs: HTTP 200" in console.getvalue()
+    # Nothing changed since the first run pushed: its Snapshot finds the model serving now trained on exactly
+    # this data and config (components/snapshot/newness.py) and the run stops there, pushing nothing (exit 4).
+    assert {c.name: c.state for c in second.components} == {"Snapshot": "ran"}, second.components
+    assert second.nothing_new and "the source is unchanged" in second.nothing_new, second.nothing_new
+    assert first.pushed_version in second.nothing_new
+    assert second.pushed_path is None and second.pushed_version is None
     assert sorted(os.listdir(config.pipeline.serving_dir)) == versions
-    # ... and says so: this run pushed nothing (`pipeline run` exits 4).
-    assert second.unchanged_version == first.pushed_version and first.unchanged_version is None
     assert summarize(config.pipeline.metadata_path, config.pipeline.name).run_id == second.run_id != first.run_id
-    # The same serving version again: now everything is served from cache, and still nothing is pushed.
+    # The same serving version again: now the Snapshot, too, is served from cache; still nothing is pushed.
     third = run_local(config, stream=io.StringIO())
-    assert {c.state for c in third.components} == {"cached"}, third.components
-    assert third.unchanged_version == first.pushed_version and third.pushed_path is None
+    assert {c.name: c.state for c in third.components} == {"Snapshot": "cached"}, third.components
+    assert third.nothing_new and third.pushed_path is None
     assert sorted(os.listdir(config.pipeline.serving_dir)) == versions

@@ -212,7 +212,8 @@ def test_a_spec_that_breaks_a_backend_rule_fails_preflight_naming_it(serve, caps
     lines = capsys.readouterr().out.splitlines()
     assert code == EXIT_FAILED
     [line] = [line for line in lines if line.startswith("FAIL")]
-    assert line.startswith("FAIL spec: [producer-in-dag] pipelineSpec.components.tfx-dag.dag.tasks.StatisticsGen."
+    assert line.startswith("FAIL spec: [producer-in-dag] pipelineSpec.components.comp-condition-1.dag.tasks."
+                           "StatisticsGen."
                            "inputs.artifacts."
                            "examples.taskOutputArtifact.producerTask: 'CsvExampleGen_task' is not a task"), line
 

@@ -16,6 +16,16 @@ from pipeline.local import span_data
 from tests.conftest import CONFIG
 
 
+def _outputs(snapshot) -> dict:
+    """The Snapshot's outputs as TFX hands them to its executor: the DatasetSnapshot and the decision beside it."""
+    from tfx.types import standard_artifacts
+
+    from components.snapshot.component import NEW_DATA_KEY, SNAPSHOT_KEY
+
+    decision = standard_artifacts.Integer()
+    decision.uri = snapshot.uri.rstrip("/") + "-new_data"
+    return {SNAPSHOT_KEY: [snapshot], NEW_DATA_KEY: [decision]}
+
 def _spans(root: Path, *names: str, empty: tuple[str, ...] = ()) -> Path:
     for name in names:
         (root / name).mkdir(parents=True)
@@ -74,13 +84,13 @@ def test_config_rejects_bad_selections(bad):
 
 def test_window_2_of_four_spans_snapshots_exactly_spans_3_and_4(tmp_path):
     """The Snapshot step's executor, run as TFX runs it, on a source that gains a span between runs."""
-    from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot, snapshot_dir
+    from components.snapshot.component import DatasetSnapshot, snapshot_dir
 
     src = _spans(tmp_path / "src", "span-1", "span-2", "span-3", "span-4")
     snapshot = DatasetSnapshot()
     snapshot.uri = str(tmp_path / "artifact")
     Path(snapshot.uri).mkdir()
-    SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot]},
+    SnapshotExecutor().Do({}, _outputs(snapshot),
                           {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SPANS: "window(2)"})
     assert snapshot.get_string_custom_property(SPANS) == "span-3,span-4"
     manifest = json.loads((Path(snapshot.uri) / store.MANIFEST).read_text())
@@ -122,15 +132,20 @@ def test_span_data_resamples_and_drifts_from_the_schema(tmp_path):
     assert column(3, drift.categorical).count(common) < column(1, drift.categorical).count(common) / 2
 
 
-def _serve(serving: Path, version: int, trained_on: tuple[str, ...], tmp_path: Path) -> None:
-    """A loadable version with its training-data record, as the Pusher leaves it (components/training_record.py)."""
+def _serve(serving: Path, version: int, trained_on: tuple[str, ...], tmp_path: Path, snapshot_digest: str = "",
+           training_key: str | None = None) -> None:
+    """A loadable version with its training-data record, as the Pusher leaves it (components/training_record.py);
+    trained with the training key a Snapshot without a training config and schema computes, unless given."""
     from components import training_record
     from components.serving_dir import SAVED_MODEL
+    from components.snapshot import newness
 
     stats = tmp_path / f"stats-{version}" / training_record.TRAIN_SPLIT
     stats.mkdir(parents=True)
     (stats / training_record.STATISTICS_FILE).write_bytes(b"")
-    training_record.write(str(serving), version, str(stats.parent), "model", spans=trained_on)
+    training_record.write(str(serving), version, str(stats.parent), "model", spans=trained_on,
+                          snapshot_digest=snapshot_digest,
+                          training_key=newness.training_key_of("", None) if training_key is None else training_key)
     (serving / str(version)).mkdir()
     (serving / str(version) / SAVED_MODEL).write_bytes(b"")
 
@@ -145,7 +160,6 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
         FINGERPRINT,
         SERVING_DIR,
         SKIP_WHEN_NO_NEW_SPAN,
-        SNAPSHOT_KEY,
         DatasetSnapshot,
         SnapshotDriver,
     )
@@ -158,22 +172,88 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
         snapshot = DatasetSnapshot()
         snapshot.uri = str(tmp_path / "artifact")
         Path(snapshot.uri).mkdir(exist_ok=True)
-        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot]}, {**props, **changes})
+        SnapshotExecutor().Do({}, _outputs(snapshot), {**props, **changes})
         key = SnapshotDriver(None).run(data_types.ExecutionInfo(exec_properties={**props, **changes}))
         return ({k: snapshot.get_custom_property(k) for k in newness.Newness(True).properties()},
                 key.exec_properties[FINGERPRINT].string_value)
 
     nothing_serving, key = run()
     assert nothing_serving == {"new_span": 1, "newest_span": "span-3", "serving_version": "", "serving_spans": "",
-                               "changed_spans": ""}
+                               "changed_spans": "", "nothing_new": ""}
     _serve(serving, 1, ("span-2", "span-3"), tmp_path)
     seen, served_key = run()
     assert seen == {"new_span": 0, "newest_span": "span-3", "serving_version": "1", "serving_spans": "span-2,span-3",
-                    "changed_spans": ""}
+                    "changed_spans": "", "nothing_new": "no new span: the newest in the source is span-3, and the "
+                    "model serving now (version 1) was trained on span-2, span-3"}
     assert served_key != key  # a cached snapshot would still say new_span=1
     assert run(**{SKIP_WHEN_NO_NEW_SPAN: 0})[0]["new_span"] == 1
     _spans(src, "span-4")
     assert run()[0]["new_span"] == 1
+
+
+def test_a_flat_source_is_new_until_a_version_trained_on_exactly_its_content_and_config_serves(tmp_path):
+    """A flat source (no spans): the snapshot's content digest and the training key against the serving version's
+    record; a one-byte change, another training config or an edited schema file make the run new again."""
+    from components.snapshot.component import (
+        NEW_DATA_KEY,
+        SCHEMA_FILE,
+        SERVING_DIR,
+        SKIP_WHEN_NO_NEW_SPAN,
+        TRAINING_CONFIG,
+        TRAINING_KEY,
+        DatasetSnapshot,
+    )
+
+    src, serving, schema = tmp_path / "src", tmp_path / "serving", tmp_path / "schema.pbtxt"
+    src.mkdir()
+    (src / "data.csv").write_text("a,b\n1,2\n3,4\n")
+    schema.write_text("feature { name: 'a' }\n")
+    props = {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SERVING_DIR: str(serving),
+             SKIP_WHEN_NO_NEW_SPAN: 1, TRAINING_CONFIG: "config-1", SCHEMA_FILE: str(schema)}
+    runs = []
+
+    def run(**changes):
+        snapshot = DatasetSnapshot()
+        snapshot.uri = str(tmp_path / f"artifact-{len(runs)}")
+        Path(snapshot.uri).mkdir()
+        outputs = _outputs(snapshot)
+        SnapshotExecutor().Do({}, outputs, {**props, **changes})
+        runs.append(snapshot)
+        assert outputs[NEW_DATA_KEY][0].read() == snapshot.get_int_custom_property("new_span")
+        return snapshot
+
+    first = run()
+    assert first.get_int_custom_property("new_span") == 1  # nothing serves yet
+    _serve(serving, 1, (), tmp_path, snapshot_digest=first.get_string_custom_property("digest"),
+           training_key=first.get_string_custom_property(TRAINING_KEY))
+    same = run()
+    assert same.get_int_custom_property("new_span") == 0
+    assert "the source is unchanged" in same.get_string_custom_property("nothing_new")
+    assert run(**{TRAINING_CONFIG: "config-2"}).get_int_custom_property("new_span") == 1
+    schema.write_text("feature { name: 'b' }\n")
+    assert run().get_int_custom_property("new_span") == 1
+    schema.write_text("feature { name: 'a' }\n")
+    assert run().get_int_custom_property("new_span") == 0
+    (src / "data.csv").write_text("a,b\n1,2\n3,5\n")  # one byte
+    assert run().get_int_custom_property("new_span") == 1
+    # A record without a training key (pushed before keys were kept) can't be compared: new.
+    (src / "data.csv").write_text("a,b\n1,2\n3,4\n")
+    _serve(serving, 2, (), tmp_path, snapshot_digest=first.get_string_custom_property("digest"), training_key="")
+    assert run().get_int_custom_property("new_span") == 1
+
+
+def test_the_training_config_digest_follows_what_decides_the_model_only():
+    from pipeline.dag.conditions import training_config_digest
+
+    base = load_config(CONFIG)
+    digest = training_config_digest(base, "code-1")
+    assert digest == training_config_digest(load_config(CONFIG), "code-1")
+    for setting in ("trainer.train_steps=700", "trainer.learning_rate=0.02", "data.train_buckets=4"):
+        assert training_config_digest(load_config(CONFIG, [setting]), "code-1") != digest, setting
+    assert training_config_digest(base, "code-2") != digest
+    for setting in ("evaluator.lower_bound=0.5", "drift_gate.enabled=false", "pipeline.root=/elsewhere",
+                    "beam.direct_num_workers=2"):
+        assert training_config_digest(load_config(CONFIG, [setting]), "code-1") == digest, setting
 
 
 # ---------------------------------------------------------------- complete spans only (data.span_ready_marker)
@@ -198,26 +278,27 @@ class _Snapshotter:
         self.runs = 0
 
     def run(self):
-        from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot
+        from components.snapshot.component import DatasetSnapshot
 
         self.runs += 1
         snapshot = DatasetSnapshot()
         snapshot.uri = str(self.tmp_path / f"artifact-{self.runs}")
         Path(snapshot.uri).mkdir()
-        SnapshotExecutor().Do({}, {SNAPSHOT_KEY: [snapshot]}, dict(self.props))
+        SnapshotExecutor().Do({}, _outputs(snapshot), dict(self.props))
         return snapshot
 
     def serve(self, snapshot, version: int) -> None:
         """The Pusher published `version`, trained on `snapshot`, with its record (as components/pusher.py does)."""
         from components import training_record
         from components.serving_dir import SAVED_MODEL
-        from components.snapshot.component import SPAN_DIGESTS, spans_of
+        from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, spans_of
 
         stats = self.tmp_path / f"stats-{version}" / training_record.TRAIN_SPLIT
         stats.mkdir(parents=True)
         (stats / training_record.STATISTICS_FILE).write_bytes(b"")
         training_record.write(str(self.serving), version, str(stats.parent), "model", spans=spans_of(snapshot),
-                              span_digests=json.loads(snapshot.get_string_custom_property(SPAN_DIGESTS)))
+                              span_digests=json.loads(snapshot.get_string_custom_property(SPAN_DIGESTS)),
+                              training_key=snapshot.get_string_custom_property(TRAINING_KEY))
         (self.serving / str(version)).mkdir(parents=True)
         (self.serving / str(version) / SAVED_MODEL).write_bytes(b"")
 

@@ -53,6 +53,7 @@ def test_new_data_reaches_the_next_run(job):
     second = world.run(job)
 
     assert not second["Snapshot"].hit and not second["ImportSchemaGen"].hit
+    assert second["Snapshot"].output_parameters == {"new_data": 1}
     # ExampleGen read run 2's snapshot, which holds the new data.
     data_dirs = [world.snapshots[run["Snapshot"].outputs["snapshot"][0]] for run in (first, second)]
     assert data_dirs[0] != data_dirs[1]
@@ -63,27 +64,26 @@ def test_new_data_reaches_the_next_run(job):
     examples = second["CsvExampleGen"].outputs["examples"]
     assert second["Transform"].inputs["examples"] == examples
     assert second["Trainer"].inputs["examples"] == second["Transform"].outputs["transformed_examples"]
-
-
-def test_unchanged_data_reruns_everything_after_the_snapshot(job):
-    """ExampleGen reads the snapshot artifact, new every run (pipeline/spec/cache_rule.py says why that costs
-    little: the schema import already makes the rest rerun)."""
-    world = World(source=PENGUINS_V1)
-    first = world.run(job)
-    again = world.run(job)
-
-    # Snapshot and the schema import run every time; their artifacts are new.
-    assert not again["Snapshot"].hit and not again["ImportSchemaGen"].hit
-    assert again["Snapshot"].outputs != first["Snapshot"].outputs
-    assert world.snapshots[again["Snapshot"].outputs["snapshot"][0]] == \
-        world.snapshots[first["Snapshot"].outputs["snapshot"][0]]
-    for task in READERS:
-        assert not again[task].hit, task
     # The baseline is the model serving now: none on the first run, run 1's pushed model on the second.
-    for run, serving in ((first, None), (again, first["Trainer"].outputs["model"][0])):
+    for run, serving in ((first, None), (second, first["Trainer"].outputs["model"][0])):
         assert not run["ServingModel"].hit
         assert run["Evaluator"].inputs["baseline_model"] == run["ServingModel"].outputs["model"]
         assert world.copies[run["ServingModel"].outputs["model"][0]] == serving
+
+
+def test_unchanged_data_skips_everything_after_the_snapshot(job):
+    """Every task after the Snapshot reads its new artifact, so none of them would be a cache hit (Vertex keys
+    on input artifact ids); the condition saves them: the Snapshot says nothing is new and the group is not
+    triggered, so no Trainer CustomJob, no Dataflow job, no push."""
+    world = World(source=PENGUINS_V1)
+    first = world.run(job)
+    again = world.run(job)
+    assert not again["Snapshot"].hit and again["Snapshot"].outputs != first["Snapshot"].outputs
+    assert world.snapshots[again["Snapshot"].outputs["snapshot"][0]] == \
+        world.snapshots[first["Snapshot"].outputs["snapshot"][0]]
+    assert again["Snapshot"].output_parameters == {"new_data": 0}
+    assert set(again) == {"RunLease", "Snapshot", "condition-1", "tfx-dag", "ReleaseRunLease"}, set(again)
+    assert world.serving == first["Trainer"].outputs["model"][0]
 
 
 def test_a_run_level_override_would_reuse_the_old_snapshot(job):
@@ -120,4 +120,7 @@ def test_the_drift_gate_finds_its_baseline_at_run_time_and_is_never_cached(job):
     pusher = tasks["Pusher"]["inputs"]["artifacts"]
     assert pusher["statistics"]["taskOutputArtifact"] == {"outputArtifactKey": "statistics",
                                                           "producerTask": "StatisticsGen"}
-    assert pusher["snapshot"]["taskOutputArtifact"] == {"outputArtifactKey": "snapshot", "producerTask": "Snapshot"}
+    # The snapshot comes in through the condition group's input (pipeline/spec/condition_group.py).
+    assert pusher["snapshot"] == {"componentInputArtifact": "pipelinechannel--Snapshot-snapshot"}
+    assert tasks["condition-1"]["inputs"]["artifacts"]["pipelinechannel--Snapshot-snapshot"][
+        "taskOutputArtifact"] == {"outputArtifactKey": "snapshot", "producerTask": "Snapshot"}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -291,21 +290,28 @@ def test_compile_rejects_a_config_without_vertex(capsys):
     assert "compile needs a vertex section" in capsys.readouterr().err
 
 
-def test_with_spans_everything_after_the_snapshot_is_one_task_conditional_on_its_new_span_property():
-    """data.skip_when_no_new_span on Vertex (pipeline/dag/conditions.py): TFX writes the condition on every task
-    after the Snapshot; compile regroups them into one sub-DAG task that carries it, as the KFP SDK compiles
-    dsl.If (pipeline/spec/condition_group.py). Without spans no task is conditional (no extra input)."""
-    from pipeline.spec.condition_group import GROUP_COMPONENT, GROUP_TASK, channel
+@pytest.mark.parametrize("overrides", [(), ("data.spans=window(2)",)], ids=["flat", "spans"])
+def test_everything_after_the_snapshot_is_one_task_conditional_on_the_snapshots_output_parameter(overrides):
+    """data.skip_when_no_new_span on Vertex (pipeline/dag/conditions.py), flat source or spans: TFX writes the
+    condition on every task after the Snapshot as an artifact test; compile regroups them into one sub-DAG task
+    whose condition reads the Snapshot's output parameter, as the KFP SDK compiles dsl.If
+    (pipeline/spec/condition_group.py)."""
+    from pipeline.spec.compile import DECISION
+    from pipeline.spec.condition_group import GROUP_COMPONENT, GROUP_TASK, channel, task_dag
 
-    spec = json.loads(compiled_template("data.spans=window(2)").read_text())["pipelineSpec"]
-    root = pipeline_tasks(spec)
+    spec = json.loads(compiled_template(*overrides).read_text())["pipelineSpec"]
+    root = task_dag(spec)["tasks"]
     assert set(root) == {"RunLease", "Snapshot", GROUP_TASK}
     group = root[GROUP_TASK]
-    key, = re.fullmatch(r"\(inputs\.artifacts\['([^']+)'\]\.artifacts\[0\]\.metadata\['new_span'\] == 1\.0\)",
-                        group["triggerPolicy"]["condition"]).groups()
-    assert key == channel("Snapshot", "snapshot")
-    assert group["inputs"]["artifacts"][key]["taskOutputArtifact"] == {"producerTask": "Snapshot",
-                                                                       "outputArtifactKey": "snapshot"}
+    key = channel("Snapshot", "new_data")
+    assert group["triggerPolicy"]["condition"] == f"int(inputs.parameter_values['{key}']) == 1"
+    assert group["triggerPolicy"]["condition"] == DECISION.parameter_condition()
+    assert group["inputs"]["parameters"][key] == {"taskOutputParameter": {"producerTask": "Snapshot",
+                                                                          "outputParameterKey": "new_data"}}
+    assert spec["components"][GROUP_COMPONENT]["inputDefinitions"]["parameters"][key] == {"type": "INT"}
+    snapshot = spec["components"][root["Snapshot"]["componentRef"]["name"]]
+    assert snapshot["outputDefinitions"]["parameters"] == {"new_data": {"parameterType": "NUMBER_INTEGER"}}
+    assert "new_data" in snapshot["outputDefinitions"]["artifacts"]  # TFX's entrypoint writes it from this
     assert group["dependentTasks"] == ["RunLease", "Snapshot"] and group["componentRef"]["name"] == GROUP_COMPONENT
     children = spec["components"][GROUP_COMPONENT]["dag"]["tasks"]
     assert len(children) >= 9 and not [n for n, t in children.items() if "triggerPolicy" in t]
@@ -313,8 +319,27 @@ def test_with_spans_everything_after_the_snapshot_is_one_task_conditional_on_its
         assert "Snapshot" not in child.get("dependentTasks", []), name
         for source in child.get("inputs", {}).get("artifacts", {}).values():
             assert source.get("taskOutputArtifact", {}).get("producerTask") != "Snapshot", name
-    flat = pipeline_tasks(json.loads(compiled_template().read_text())["pipelineSpec"])
-    assert not [n for n, t in flat.items() if "triggerPolicy" in t]
+    # With the check off there is no condition at all.
+    off = json.loads(compiled_template(*overrides, "data.skip_when_no_new_span=false").read_text())["pipelineSpec"]
+    assert GROUP_TASK not in task_dag(off)["tasks"]
+
+
+def test_a_condition_other_than_the_dags_decision_is_not_grouped():
+    """Only the one decision is rewritten into the SDK's parameter form; any other artifact condition would be a
+    form with no precedent on a DAG task, so compile refuses it (fail closed)."""
+    from pipeline.errors import ConditionGroupError
+    from pipeline.spec.compile import DECISION
+    from pipeline.spec.condition_group import group_conditions
+
+    spec = {"root": {"dag": {"tasks": {
+        "Snapshot": {"componentRef": {"name": "c"}},
+        "B": {"componentRef": {"name": "c"}, "triggerPolicy": {
+            "condition": "(inputs.artifacts['s'].artifacts[0].metadata['other'] == 1.0)"},
+              "inputs": {"artifacts": {"s": {"taskOutputArtifact": {"producerTask": "Snapshot",
+                                                                    "outputArtifactKey": "snapshot"}}}}}}}},
+            "components": {"c": {"executorLabel": "e", "outputDefinitions": {"artifacts": {"snapshot": {}}}}}}
+    with pytest.raises(ConditionGroupError, match="is not the DAG's decision"):
+        group_conditions(spec, DECISION)
 
 
 def _conditioned(condition: str) -> dict:
@@ -332,12 +357,13 @@ def _conditioned(condition: str) -> dict:
 ])
 def test_conditions_that_do_not_fit_one_group_are_refused_naming_the_task(tasks, error):
     from pipeline.errors import ConditionGroupError
+    from pipeline.spec.compile import DECISION
     from pipeline.spec.condition_group import group_conditions
 
     spec = {"root": {"dag": {"tasks": tasks}},
             "components": {"c": {"executorLabel": "e", "outputDefinitions": {"artifacts": {"o": {}}}}}}
     with pytest.raises(ConditionGroupError, match=error):
-        group_conditions(spec)
+        group_conditions(spec, DECISION)
 
 
 @pytest.mark.parametrize("overrides", [(), ("data.spans=window(2)", "trainer.warm_start=true")],

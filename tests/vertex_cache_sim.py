@@ -6,7 +6,9 @@ What the model holds fixed and what changes, run to run:
   changes the spec: compiling again would give the same JSON.
 - What changes is the data behind that URI (`World.source`).
 
-How a run goes, task by task in DAG order:
+How a run goes, DAG by DAG, task by task in DAG order:
+- A DAG task (the condition group) resolves its inputs and evaluates its condition with the dry run's CEL
+  evaluator (pipeline/spec/condition.py); its tasks run only when it is true, reading its inputs.
 - A task is looked up in the cache when its caching is on (cache_rule.caching_enabled,
   with the run-level override aiplatform would apply) and its key
   (cache_rule.cache_key: input artifact *names*, resolved parameter values,
@@ -15,7 +17,9 @@ How a run goes, task by task in DAG order:
   artifacts (same names) and output parameters.
 - A task that executes makes new output artifacts (new names, like MLMD ids).
 - Snapshot, executing, copies the source to <snapshots_root>/<digest>/data; a
-  digest's directory is written once. Its DatasetSnapshot artifact records it.
+  digest's directory is written once. Its DatasetSnapshot artifact records it; its
+  output parameter new_data is 0 when the model serving now was pushed from a snapshot of
+  the same content (the training config never changes here), else 1.
 - The ServingModel copies the version serving now (`World.serving`) into a new
   artifact; the Pusher makes the model it pushes the serving one.
 - A producer task must be a task of the DAG, as the KFP backend requires
@@ -57,28 +61,43 @@ class World:
     serving: Optional[str] = None  # the model artifact the serving version was pushed from
     snapshots: dict[str, str] = dataclasses.field(default_factory=dict)  # DatasetSnapshot artifact -> data dir
     copies: dict[str, Optional[str]] = dataclasses.field(default_factory=dict)  # ServingModel artifact -> model
+    serving_data: Optional[str] = None  # the data dir of the snapshot the serving version was trained on
 
     def run(self, job: dict, enable_caching: Optional[bool] = None) -> dict[str, TaskRun]:
-        """One PipelineJob run; `enable_caching` is aiplatform's run-level override."""
+        """One PipelineJob run; `enable_caching` is aiplatform's run-level override. Tasks of a DAG whose
+        condition was false are not in the result."""
         spec = job["pipelineSpec"]
-        tasks = dict(cache_rule.dag_tasks(spec))
         done: dict[str, TaskRun] = {}
-        while len(done) < len(tasks):
-            ready = [n for n, t in tasks.items() if n not in done and _upstream(t) <= set(done)]
-            assert ready, f"cycle or unknown producer among {set(tasks) - set(done)}"
-            for name in ready:
-                done[name] = self._task(spec, name, tasks[name], done, enable_caching)
+        self._dag(spec, spec["root"], {}, {}, done, enable_caching)
         return done
 
-    def _task(self, spec: dict, name: str, task: dict, done: dict[str, TaskRun],
+    def _dag(self, spec: dict, component: dict, artifacts: dict, parameters: dict, done: dict[str, TaskRun],
+             enable_caching: Optional[bool]) -> None:
+        from pipeline.spec import condition
+
+        tasks = component["dag"]["tasks"]
+        here: dict[str, TaskRun] = {}
+        while len(here) < len(tasks):
+            ready = [n for n, t in tasks.items() if n not in here and _upstream(t) <= set(here)]
+            assert ready, f"cycle or unknown producer among {set(tasks) - set(here)}"
+            for name in ready:
+                task = tasks[name]
+                inputs, values = _resolve(task, here, artifacts, parameters)
+                sub = spec["components"][task["componentRef"]["name"]]
+                if "dag" not in sub:
+                    here[name] = done[name] = self._task(spec, name, task, inputs, values, enable_caching)
+                    continue
+                here[name] = done[name] = TaskRun(False, inputs, values, {}, {})
+                test = task.get("triggerPolicy", {}).get("condition")
+                if not test or condition.evaluate(condition.parse(test, name),
+                                                  {"inputs": {"parameterValues": values}}, name):
+                    self._dag(spec, sub, inputs, values, done, enable_caching)
+
+    def _task(self, spec: dict, name: str, task: dict, inputs: dict, parameters: dict,
               enable_caching: Optional[bool]) -> TaskRun:
         component = spec["components"][task["componentRef"]["name"]]
         executor = cache_rule.task_executor(spec, task)
         container = executor.get("container", {})
-        inputs = {k: list(done[v["taskOutputArtifact"]["producerTask"]].outputs[
-            v["taskOutputArtifact"]["outputArtifactKey"]])
-            for k, v in task.get("inputs", {}).get("artifacts", {}).items()}
-        parameters = {k: _parameter(v) for k, v in task.get("inputs", {}).get("parameters", {}).items()}
         assert "lifecycle" not in container, f"{name}: Vertex would run a pre-cache-check hook this model lacks"
         outputs_spec = component.get("outputDefinitions", {})
         key = cache_rule.fingerprint(cache_rule.cache_key(
@@ -106,19 +125,41 @@ class World:
             data_dir = f"{parameters['snapshots_root']}/{_digest(self.source)}/data"
             self.files.setdefault(data_dir, self.source)
             self.snapshots[outputs["snapshot"][0]] = data_dir
+            return {"new_data": 0 if self.serving_data == data_dir else 1}
         if name == "ServingModel":
             self.copies[outputs["model"][0]] = self.serving
         if name == "Pusher":
             self.serving = inputs["model"][0]
+            self.serving_data = self.snapshots[inputs["snapshot"][0]]
         return {}
 
 
 def _upstream(task: dict) -> set[str]:
     inputs = task.get("inputs", {})
-    producers = {v["taskOutputArtifact"]["producerTask"] for v in inputs.get("artifacts", {}).values()}
-    assert not any("taskOutputParameter" in v for v in inputs.get("parameters", {}).values()), \
-        "output parameters are not modelled"
+    producers = {v[field]["producerTask"] for kind in ("artifacts", "parameters")
+                 for v in inputs.get(kind, {}).values()
+                 for field in ("taskOutputArtifact", "taskOutputParameter") if field in v}
     return producers | set(task.get("dependentTasks", []))
+
+
+def _resolve(task: dict, here: dict[str, TaskRun], artifacts: dict, parameters: dict) -> tuple[dict, dict]:
+    """The task's input artifact names and parameter values: from its DAG's tasks or the DAG's own inputs."""
+    inputs, values = {}, {}
+    for key, source in task.get("inputs", {}).get("artifacts", {}).items():
+        if "taskOutputArtifact" in source:
+            ref = source["taskOutputArtifact"]
+            inputs[key] = list(here[ref["producerTask"]].outputs[ref["outputArtifactKey"]])
+        else:
+            inputs[key] = artifacts[source["componentInputArtifact"]]
+    for key, source in task.get("inputs", {}).get("parameters", {}).items():
+        if "taskOutputParameter" in source:
+            ref = source["taskOutputParameter"]
+            values[key] = here[ref["producerTask"]].output_parameters[ref["outputParameterKey"]]
+        elif "componentInputParameter" in source:
+            values[key] = parameters[source["componentInputParameter"]]
+        else:
+            values[key] = _parameter(source)
+    return inputs, values
 
 
 def _parameter(value: dict) -> Any:

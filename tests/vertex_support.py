@@ -35,10 +35,12 @@ def compiled_template(*overrides: str) -> Path:
 
 
 def pipeline_tasks(pipeline_spec: dict) -> dict:
-    """The pipeline's tasks: in the `tfx-dag` sub-DAG the exit handler wraps them in (pipeline/dag/run_lease.py)."""
-    from pipeline.spec.condition_group import task_dag
+    """The pipeline's tasks: in the `tfx-dag` sub-DAG the exit handler wraps them in (pipeline/dag/run_lease.py),
+    and those in the condition group inside it (pipeline/spec/condition_group.py), the group's task too."""
+    from pipeline.spec.condition_group import GROUP_COMPONENT, task_dag
 
-    return task_dag(pipeline_spec)["tasks"]
+    group = pipeline_spec["components"].get(GROUP_COMPONENT, {}).get("dag", {}).get("tasks", {})
+    return {**task_dag(pipeline_spec)["tasks"], **group}
 
 
 def task_executor(spec: dict, task: str) -> dict:

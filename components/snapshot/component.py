@@ -11,7 +11,7 @@ from tfx import types
 from tfx.dsl.components.base import base_component, base_driver, base_executor, executor_spec
 from tfx.dsl.io import fileio
 from tfx.proto.orchestration import driver_output_pb2
-from tfx.types import artifact, component_spec
+from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
 from components import training_record
@@ -24,7 +24,13 @@ WAITING_SPANS = "waiting_spans"  # spans left out because their ready marker is 
 SPAN_DIGESTS = "span_digests"    # JSON {span: content digest} of the spans in the snapshot
 MISSING_VALUES = "missing_values"
 SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN = "serving_dir", "skip_when_no_new_span"
+TRAINING_CONFIG, SCHEMA_FILE = "training_config", "schema_file"
+TRAINING_KEY = "training_key"  # newness.training_key_of: on the DatasetSnapshot, copied into the push's record
 SNAPSHOT_KEY = "snapshot"
+# 1: the run has something to train on (or did not check), 0: nothing new. The same decision as the
+# DatasetSnapshot's new_span property, as a value artifact: compiled for Vertex and Kubeflow it is also the
+# task's output parameter, which the condition around the rest of the DAG reads (pipeline/spec/condition_group.py).
+NEW_DATA_KEY = "new_data"
 SNAPSHOT_URI = "snapshot_uri"
 
 
@@ -58,10 +64,15 @@ class SnapshotSpec(types.ComponentSpec):
         # training-data record of the version serving in SERVING_DIR (newness.py).
         SERVING_DIR: component_spec.ExecutionParameter(type=str, optional=True),
         SKIP_WHEN_NO_NEW_SPAN: component_spec.ExecutionParameter(type=int, optional=True),
+        # The digest of the config sections that decide the model (pipeline/dag/conditions.py), and the schema
+        # file the run imports: with the data, what the serving version's record is compared with.
+        TRAINING_CONFIG: component_spec.ExecutionParameter(type=str, optional=True),
+        SCHEMA_FILE: component_spec.ExecutionParameter(type=str, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
         SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot),
+        NEW_DATA_KEY: component_spec.ChannelParameter(type=standard_artifacts.Integer),
     }
     TYPE_ANNOTATION = Process
 
@@ -86,13 +97,19 @@ class SnapshotDriver(base_driver.BaseDriver):
         result = driver_output_pb2.DriverOutput()
         key = f"pinned:{props[DIGEST]}" if props.get(DIGEST) else store.fingerprint(props[SOURCE_URI])
         if _checks_newness(props):
-            key += f"; serving: {training_record.serving_key(props[SERVING_DIR])}"
+            # The schema file is read behind its fixed path: an edit of it must miss too.
+            key += (f"; serving: {training_record.serving_key(props[SERVING_DIR])}"
+                    f"; training: {_training_key(props)}")
         result.exec_properties[FINGERPRINT].string_value = key
         return result
 
 
 def _checks_newness(props: dict[str, Any]) -> bool:
-    return bool(props.get(SKIP_WHEN_NO_NEW_SPAN) and props.get(SPANS) and not props.get(DIGEST))
+    return bool(props.get(SKIP_WHEN_NO_NEW_SPAN) and not props.get(DIGEST))
+
+
+def _training_key(props: dict[str, Any]) -> str:
+    return newness.training_key_of(props.get(TRAINING_CONFIG) or "", props.get(SCHEMA_FILE) or None)
 
 
 class SnapshotExecutor(base_executor.BaseExecutor):
@@ -103,6 +120,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
         source, selection = exec_properties[SOURCE_URI], exec_properties.get(SPANS) or None
         tokens = json.loads(exec_properties.get(MISSING_VALUES) or "[]")
         found, waiting = newness.not_checked(), []
+        training_key = _training_key(exec_properties)
         if pinned:
             manifest = store.get(root, pinned)
         elif selection:
@@ -117,9 +135,12 @@ class SnapshotExecutor(base_executor.BaseExecutor):
             manifest = store.create(source, root, spans=tuple(s.name for s in chosen), missing_values=tokens,
                                     leave_out=(marker,) if marker else ())
             if _checks_newness(exec_properties):
-                found = newness.check(chosen[-1], exec_properties[SERVING_DIR], newness.span_digests(manifest))
+                found = newness.check(chosen[-1], exec_properties[SERVING_DIR], newness.span_digests(manifest),
+                                      training_key)
         else:
             manifest = store.create(source, root, missing_values=tokens)
+            if _checks_newness(exec_properties):
+                found = newness.check_flat(manifest.digest, exec_properties[SERVING_DIR], training_key)
         problems = store.csv_problems(manifest)
         if problems:
             raise store.SnapshotError(
@@ -137,10 +158,12 @@ class SnapshotExecutor(base_executor.BaseExecutor):
                                                                 else {}, sort_keys=True))
         out.set_string_custom_property("missing_values", json.dumps(list(manifest.missing_values)))
         out.set_int_custom_property("emptied_cells", sum(sum(f.emptied.values()) for f in manifest.files))
+        out.set_string_custom_property(TRAINING_KEY, training_key)
         for name, value in found.properties().items():
             (out.set_int_custom_property if isinstance(value, int) else out.set_string_custom_property)(name, value)
         with fileio.open(os.path.join(out.uri, store.MANIFEST), "w") as f:
             f.write(manifest.to_json())
+        output_dict[NEW_DATA_KEY][0].value = int(found.new)
 
 
 class Snapshot(base_component.BaseComponent):
@@ -151,10 +174,12 @@ class Snapshot(base_component.BaseComponent):
     def __init__(self, source_uri: str, snapshots_root: str, digest: Optional[str] = None,
                  span_selection: Optional[str] = None, missing_values: Sequence[str] = (),
                  serving_dir: Optional[str] = None, skip_when_no_new_span: bool = False,
-                 span_ready_marker: Optional[str] = None):
+                 span_ready_marker: Optional[str] = None, training_config: str = "",
+                 schema_file: Optional[str] = None):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
             spans=span_selection or None, span_ready_marker=span_ready_marker or None,
             missing_values=json.dumps(list(missing_values)),
             serving_dir=serving_dir or None, skip_when_no_new_span=int(skip_when_no_new_span),
-            snapshot=types.Channel(type=DatasetSnapshot)))
+            training_config=training_config or None, schema_file=schema_file or None,
+            snapshot=types.Channel(type=DatasetSnapshot), new_data=types.Channel(type=standard_artifacts.Integer)))

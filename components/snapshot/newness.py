@@ -1,9 +1,10 @@
-"""Is there a span the model serving now was not trained on? The Snapshot's answer, as artifact properties.
+"""Is there anything the model serving now was not trained on? The Snapshot's answer, as artifact properties.
 Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Mapping, Optional
 
 from components import training_record
@@ -11,6 +12,7 @@ from components.snapshot import spans, store
 
 # DatasetSnapshot custom properties.
 NEW_SPAN = "new_span"                # 1: something to train on (or not checked); 0: nothing new
+NOTHING_NEW = "nothing_new"          # with 0: why there is nothing to train on, a sentence
 NEWEST_SPAN = "newest_span"          # the newest span in the source when checked
 SERVING_VERSION = "serving_version"  # the version it was compared with
 SERVING_SPANS = "serving_spans"      # the spans that version was trained on, comma-separated
@@ -24,10 +26,12 @@ class Newness:
     serving_version: str = ""
     serving_spans: tuple[str, ...] = ()
     changed_spans: tuple[str, ...] = ()
+    why_not: str = ""  # with new False: why there is nothing to train on
 
     def properties(self) -> dict[str, int | str]:
         return {NEW_SPAN: int(self.new), NEWEST_SPAN: self.newest, SERVING_VERSION: self.serving_version,
-                SERVING_SPANS: ",".join(self.serving_spans), CHANGED_SPANS: ",".join(self.changed_spans)}
+                SERVING_SPANS: ",".join(self.serving_spans), CHANGED_SPANS: ",".join(self.changed_spans),
+                NOTHING_NEW: self.why_not}
 
 
 def span_digests(manifest: store.Manifest) -> dict[str, str]:
@@ -39,12 +43,14 @@ def span_digests(manifest: store.Manifest) -> dict[str, str]:
     return {span: store.content_digest(entries) for span, entries in by_span.items()}
 
 
-def check(newest: spans.Span, serving_dir: str, digests: Optional[Mapping[str, str]] = None) -> Newness:
+def check(newest: spans.Span, serving_dir: str, digests: Optional[Mapping[str, str]] = None,
+          training_key: str = "") -> Newness:
     """New unless a version serves whose record names spans at least as new as `newest`, the source's newest
-    ready span, and none of the spans it was trained on changed since (`digests`: span_digests of now).
+    ready span, none of the spans it was trained on changed since (`digests`: span_digests of now), and its
+    training key (what else decides the model: training_key_of) is `training_key`.
 
-    Nothing serving, a version without a record (pushed before records were kept) or one trained on a flat
-    source: new, there is nothing to compare with.
+    Nothing serving, a version without a record (pushed before records were kept), one trained on a flat
+    source or one whose record has no training key: new, there is nothing to compare with.
     """
     current, record = training_record.serving_record(serving_dir) if serving_dir else (None, None)
     if current is None or record is None or not record.spans:
@@ -55,12 +61,45 @@ def check(newest: spans.Span, serving_dir: str, digests: Optional[Mapping[str, s
     seen = [spans.parse_name(s) for s in record.spans]
     # Numbered and dated spans don't compare: a source that changed layout is new data.
     comparable = all(len(k) == len(newest.key) for k in seen)
-    return Newness(not comparable or newest.key > max(seen) or bool(changed), newest.name, current.name,
-                   record.spans, changed)
+    new = (not comparable or newest.key > max(seen) or bool(changed)
+           or not _same_training(record, training_key))
+    return Newness(new, newest.name, current.name, record.spans, changed,
+                   "" if new else f"no new span: the newest in the source is {newest.name}, and the model serving "
+                                  f"now (version {current.name}) was trained on {', '.join(record.spans)}")
+
+
+def check_flat(digest: str, serving_dir: str, training_key: str = "") -> Newness:
+    """A flat source: new unless the version serving now was trained on a snapshot of exactly this content
+    (`digest`, the snapshot's content digest) with the same training key."""
+    current, record = training_record.serving_record(serving_dir) if serving_dir else (None, None)
+    if current is None or record is None or record.spans:
+        return Newness(True)
+    new = record.snapshot_digest != digest or not _same_training(record, training_key)
+    return Newness(new, serving_version=current.name,
+                   why_not="" if new else f"the source is unchanged (snapshot {digest[:12]}) and so is the training "
+                                          f"config: the model serving now (version {current.name}) was trained on "
+                                          "exactly this")
+
+
+def _same_training(record: training_record.Record, training_key: str) -> bool:
+    # A record without a key (written before keys were kept) can't be compared: new, so nothing is skipped wrongly.
+    return bool(record.training_key) and record.training_key == training_key
+
+
+def training_key_of(config_digest: str, schema_file: Optional[str]) -> str:
+    """What decides the model besides the data: the training config's digest (computed when the DAG is built)
+    and the bytes of the schema file the run will import, read now."""
+    schema = "inferred"
+    if schema_file:
+        from tfx.dsl.io import fileio
+
+        with fileio.open(schema_file, "rb") as f:
+            schema = hashlib.sha256(f.read()).hexdigest()
+    return hashlib.sha256(f"{config_digest}\nschema {schema}".encode()).hexdigest()
 
 
 def not_checked() -> Newness:
-    """Flat source, a pinned snapshot, or data.skip_when_no_new_span off: the run goes on."""
+    """A pinned snapshot, or data.skip_when_no_new_span off: the run goes on."""
     return Newness(True)
 
 
@@ -71,4 +110,4 @@ def from_properties(properties: dict) -> Optional[Newness]:
     served, changed = (str(properties.get(k, "")) for k in (SERVING_SPANS, CHANGED_SPANS))
     return Newness(int(properties[NEW_SPAN]) == 1, str(properties.get(NEWEST_SPAN, "")),
                    str(properties.get(SERVING_VERSION, "")), tuple(s for s in served.split(",") if s),
-                   tuple(s for s in changed.split(",") if s))
+                   tuple(s for s in changed.split(",") if s), str(properties.get(NOTHING_NEW, "")))

@@ -1,9 +1,11 @@
-"""The one condition in the DAG: everything after the Snapshot runs only if it found a new span.
+"""The one condition in the DAG: everything after the Snapshot runs only if it found something new to train on.
 Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from typing import ContextManager
 
 # From its defining module, not tfx.v1 (which imports the Vertex extensions; pipeline/dag/pipeline.py).
@@ -15,8 +17,22 @@ from pipeline.config import Config
 
 
 def checks_new_span(config: Config) -> bool:
-    """Whether runs skip everything after the Snapshot when it finds no new span."""
-    return bool(config.data.spans and config.data.skip_when_no_new_span and not config.snapshot.digest)
+    """Whether runs skip everything after the Snapshot when it finds nothing new: no new span (span layout) or
+    an unchanged source (flat), with the training config unchanged (training_config_digest). A pinned snapshot
+    is a deliberate rerun: it always trains."""
+    return bool(config.data.skip_when_no_new_span and not config.snapshot.digest)
+
+
+def training_config_digest(config: Config, code_version: str) -> str:
+    """The digest of what decides the model besides the data and the schema file: the features and trainer
+    sections, the split, the Trainer's machines on Vertex, and the code (docs/retraining.md lists them). A
+    change to any of them makes the run new; evaluator, gates, Beam, caching and where things live do not."""
+    decides = {"features": config.features.model_dump() if config.features else None,
+               "trainer": config.trainer.model_dump(),
+               "split": [config.data.train_buckets, config.data.eval_buckets],
+               "worker_pool": config.vertex.worker_pool.model_dump() if config.vertex else None,
+               "code": code_version}
+    return hashlib.sha256(json.dumps(decides, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def only_with_new_span(config: Config, snapshot: Snapshot) -> ContextManager:

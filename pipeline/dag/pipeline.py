@@ -24,7 +24,7 @@ from components.snapshot.component import SNAPSHOT_KEY, Snapshot
 from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
-from pipeline.dag.conditions import checks_new_span, only_with_new_span
+from pipeline.dag.conditions import checks_new_span, only_with_new_span, training_config_digest
 from pipeline.dag.evaluation import eval_config
 from pipeline.dag.run_lease import first_task, lease_everything
 from pipeline.dag.splits import split_output
@@ -37,6 +37,7 @@ from trainer.features import CONFIG_KEY as FEATURES_KEY
 # is baked into the pipeline image, so compiling for Vertex needs no GCS.
 PREPROCESSING_FN = "trainer.preprocessing.preprocessing_fn"
 RUN_FN = "trainer.run_fn.run_fn"
+SNAPSHOT_ID = "Snapshot"
 DRIFT_GATE_ID = "DriftGate"
 SERVING_MODEL_ID = "ServingModel"
 
@@ -50,13 +51,18 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
     check_features(config)
     # Transform and Trainer each resolve the same features section against the schema they get.
     features = {FEATURES_KEY: config.features.model_dump()}
+    code = code_version()
+    schema_file = resolve(config.data.schema_file) if config.data.schema_file else None
     snapshot = Snapshot(source_uri=resolve(config.data.input_dir), snapshots_root=config.snapshots_root,
                         digest=config.snapshot.digest, span_selection=config.data.spans,
                         span_ready_marker=config.data.span_ready_marker,
                         missing_values=config.data.missing_values, serving_dir=config.pipeline.serving_dir,
-                        skip_when_no_new_span=checks_new_span(config))
-    # With data.skip_when_no_new_span, the rest runs only if the snapshot holds a span the serving
-    # model was not trained on (pipeline/dag/conditions.py): one check, locally and on Vertex.
+                        skip_when_no_new_span=checks_new_span(config),
+                        training_config=training_config_digest(config, code),
+                        schema_file=schema_file).with_id(SNAPSHOT_ID)
+    # With data.skip_when_no_new_span, the rest runs only if the snapshot holds data (a span, or a flat
+    # source's content) or a training config the serving model was not trained on (pipeline/dag/conditions.py):
+    # one check, locally, on Vertex and on Kubeflow.
     with only_with_new_span(config, snapshot):
         # TFX's CsvExampleGen on the snapshot's data dir, read from the snapshot artifact, its input
         # (components/example_gen.py). With the analyzer cache, each span's rows in files of their own,
@@ -72,7 +78,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
         statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
         if config.data.schema_file:
             # TFX's ImportSchemaGen, but an edited schema file is not a cache hit; same id as TFX's.
-            schema_gen = SchemaImport(schema_file=resolve(config.data.schema_file)).with_id("ImportSchemaGen")
+            schema_gen = SchemaImport(schema_file=schema_file).with_id("ImportSchemaGen")
         else:
             schema_gen = SchemaGen(
                 statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
@@ -122,7 +128,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             # train_args only need to agree for its bookkeeping.
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=None),
-            custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code_version()})
+            custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code})
 
         evaluator = EagerMetricsEvaluator(
             examples=example_gen.outputs["examples"],

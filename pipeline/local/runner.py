@@ -15,6 +15,7 @@ from pipeline.config import Config, join
 from pipeline.dag.pipeline import create_pipeline
 from pipeline.data.checks import check_features
 from pipeline.errors import ConfigError, PipelineFailed
+from pipeline.local import notification
 from pipeline.local.lock import run_lock
 from pipeline.local.progress import run_logging
 from pipeline.runs.history_page import write_history_page
@@ -72,11 +73,15 @@ def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> R
             else:
                 stream.write(format_summary(summary, config, log_file) + "\n")
             report = _report(config, summary)
+            notification.send(config, notification.outcome(config, summary, where, f"{type(e).__name__}: {e}",
+                                                            report), stream)
             raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}"
                                  f"\nreport: {report}") from e
         summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
     stream.write(format_summary(summary, config, log_file) + "\n")
-    stream.write(f"report:    {_report(config, summary)}\n")
+    report = _report(config, summary)
+    stream.write(f"report:    {report}\n")
+    notification.send(config, notification.outcome(config, summary, report=report), stream)
     return summary
 
 

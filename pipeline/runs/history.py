@@ -27,7 +27,7 @@ class Row:
     unchanged_version: Optional[str]
     stopped_by: Optional[str]  # the component that failed, if any
     serving: bool = False
-    no_new_span: bool = False  # the Snapshot found nothing new, so nothing after it ran
+    nothing_new: bool = False  # the Snapshot found nothing new, so nothing after it ran
     removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
     cost: Optional[TrainerCost] = None  # the trainer's hours and estimated cost (pipeline/runs/cost.py)
 
@@ -37,8 +37,8 @@ class Row:
             return f"blocked by {self.stopped_by}"
         if self.stopped_by:
             return f"failed in {self.stopped_by}"
-        if self.no_new_span:
-            return "no new span"
+        if self.nothing_new:
+            return "nothing new"
         if self.pushed_version:
             return "pushed"
         if self.unchanged_version:
@@ -72,7 +72,7 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
                metric=summary.metrics.get(main_metric(config).key),
                blessed=summary.blessed,
                pushed_version=summary.pushed_version,  # this run's own push only (summary.py)
-               unchanged_version=summary.unchanged_version, stopped_by=failed, no_new_span=bool(summary.nothing_new),
+               unchanged_version=summary.unchanged_version, stopped_by=failed, nothing_new=bool(summary.nothing_new),
                removed_debris=summary.removed_debris,
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version),

@@ -1,4 +1,4 @@
-"""What scheduled retraining reads back from a run: did its Snapshot find a span the serving model has not seen?
+"""What scheduled retraining reads back from a run: did its Snapshot find anything the serving model has not seen?
 Why and sources: docs/internals.md."""
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ def nothing_new(snapshot_properties: dict) -> Optional[str]:
     found = newness.from_properties(snapshot_properties)
     if found is None or found.new:
         return None
-    source = snapshot_properties.get("source_uri", "the source")
-    return (f"no new span: the newest in {source} is {found.newest}, and the model serving now "
-            f"(version {found.serving_version}) was trained on {', '.join(found.serving_spans)}; nothing to "
-            "retrain, the run skipped everything after the Snapshot "
+    why = found.why_not or f"nothing new since the model serving now (version {found.serving_version})"
+    return (f"{why}; nothing to retrain, the run skipped everything after the Snapshot "
             "(data.skip_when_no_new_span=false retrains anyway)")

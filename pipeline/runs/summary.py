@@ -239,7 +239,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
 def push_outcome(summary: RunSummary) -> str:
     """What this run pushed, in the words the summary, the report and `history` share."""
     if summary.nothing_new:
-        return f"nothing: {summary.nothing_new}"
+        return f"nothing new: {summary.nothing_new}"
     if summary.unchanged_version:
         return (f"nothing new: the candidate is the model serving now (version {summary.unchanged_version}), "
                 "so it was not pushed again")

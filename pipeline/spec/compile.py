@@ -8,9 +8,18 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from components.snapshot.component import NEW_DATA_KEY, SNAPSHOT_KEY
+from components.snapshot.newness import NEW_SPAN
 from pipeline.config import Config
+from pipeline.dag import run_lease
+from pipeline.dag.pipeline import SNAPSHOT_ID, create_pipeline
 from pipeline.errors import ConfigError
 from pipeline.spec import cache_rule, condition_group
+
+# The DAG's one condition (pipeline/dag/conditions.py: the Snapshot found something new), in TFX's compiled
+# form and as the Snapshot's output parameter the group task reads.
+DECISION = condition_group.Decision(producer=SNAPSHOT_ID, artifact=SNAPSHOT_KEY, prop=NEW_SPAN,
+                                    parameter=NEW_DATA_KEY)
 
 
 def output_path(output: str | os.PathLike, suffix: str) -> Path:
@@ -27,8 +36,6 @@ def compile_job(config: Config, image: str, commands: Optional[list[str]] = None
     caching set by the rule. Both targets' compiles are this one (pipeline/kubeflow/compile.py sets the rest)."""
     from tfx import v1 as tfx
 
-    from pipeline.dag import run_lease
-    from pipeline.dag.pipeline import create_pipeline
 
     with tempfile.TemporaryDirectory() as tmp:
         runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
@@ -39,6 +46,6 @@ def compile_job(config: Config, image: str, commands: Optional[list[str]] = None
         runner.set_exit_handler(run_lease.exit_handler(config))
         runner.run(create_pipeline(config, run_lease=True), write_out=True)
         job = json.loads((Path(tmp) / "pipeline_job.json").read_text())
-    condition_group.group_conditions(job["pipelineSpec"])
+    condition_group.group_conditions(job["pipelineSpec"], DECISION)
     cache_rule.apply(job["pipelineSpec"], config.pipeline.enable_cache)
     return job

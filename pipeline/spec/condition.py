@@ -55,7 +55,18 @@ class Compare:
     right: "Node"
 
 
-Node = Union[Literal, Path, Not, Logical, Compare]
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A CEL conversion function: `int(x)`, which the KFP SDK writes around a NUMBER_INTEGER parameter
+    (sdk/python/kfp/compiler/pipeline_spec_builder.py, `_resolve_condition_operands`)."""
+    function: str
+    argument: "Node"
+
+
+# The functions the conditions we compile use; any other is refused (fail closed).
+FUNCTIONS = ("int",)
+
+Node = Union[Literal, Path, Not, Logical, Compare, Call]
 
 
 def parse(text: str, field: str) -> Node:
@@ -72,6 +83,8 @@ def paths(node: Node) -> list[Path]:
         return [node]
     if isinstance(node, Not):
         return paths(node.operand)
+    if isinstance(node, Call):
+        return paths(node.argument)
     if isinstance(node, (Logical, Compare)):
         return paths(node.left) + paths(node.right)
     return []
@@ -98,6 +111,8 @@ def _eval(node: Node, variables: dict[str, Any]) -> Any:
         return not _bool(_eval(node.operand, variables))
     if isinstance(node, Logical):
         return _logical(node, variables)
+    if isinstance(node, Call):
+        return _int(_eval(node.argument, variables))
     return _compare(node.op, _eval(node.left, variables), _eval(node.right, variables))
 
 
@@ -129,6 +144,18 @@ def _get(value: Any, key: Any, path: str) -> Any:
             raise ConditionError(f"{path}: no such key (has {sorted(value)})")
         return value[key]
     raise ConditionError(f"{path}: cannot select {key!r} from {type(value).__name__}")
+
+
+def _int(value: Any) -> int:
+    """CEL's int(): a double is truncated toward zero, a string parsed; anything else has no overload."""
+    if _number(value):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise ConditionError(f"int({value!r}): not an integer") from None
+    raise ConditionError(f"no such overload: int({value!r})")
 
 
 def _number(value: Any) -> bool:
@@ -223,6 +250,10 @@ class _Parser:
             self.at += 1
             if value in ("true", "false"):
                 return Literal(value == "true")
+            if value in FUNCTIONS and self._take("("):
+                argument = self.expression()
+                self._expect(")")
+                return Call(value, argument)
             if value != "inputs":
                 self._refuse(f": unknown variable {value!r} (only `inputs` of the ExecutorInput)")
             return self._selectors()

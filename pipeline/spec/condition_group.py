@@ -4,6 +4,7 @@ Why and sources: docs/internals.md."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from typing import Any, Optional
 
@@ -13,6 +14,29 @@ TFX_DAG = "tfx-dag"  # tfx.orchestration.kubeflow.utils.TFX_DAG_NAME
 GROUP_TASK = "condition-1"
 GROUP_COMPONENT = "comp-condition-1"
 _INPUT_REF = re.compile(r"inputs\.(artifacts|parameter_values|parameters)\['([^']+)'\]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The one condition the DAG may carry, in both its forms: TFX compiles the `Cond` into a test of the
+    `prop` metadata of the producer's `artifact` output; the producer also writes the same decision as its
+    integer value-artifact output `parameter`, which TFX's entrypoint writes as the task's output parameter
+    when the component declares one (tfx/orchestration/kubeflow/v2/container/kubeflow_v2_run_executor.py,
+    the outputs_parameters loop; TFX declares one itself for a value artifact a dynamic exec property reads,
+    step_builder.py, build). The group task reads that parameter, as the KFP SDK compiles `dsl.If`."""
+    producer: str
+    artifact: str
+    prop: str
+    parameter: str
+
+    def artifact_condition(self) -> str:
+        """The grouped condition as TFX writes it (with the group's input names)."""
+        return (f"(inputs.artifacts['{channel(self.producer, self.artifact)}'].artifacts[0]"
+                f".metadata['{self.prop}'] == 1.0)")
+
+    def parameter_condition(self) -> str:
+        """The same test as the KFP SDK writes `dsl.If(task.output == 1)` for a NUMBER_INTEGER output."""
+        return f"int(inputs.parameter_values['{channel(self.producer, self.parameter)}']) == 1"
 
 
 def channel(producer: str, key: str) -> str:
@@ -27,8 +51,9 @@ def task_dag(spec: dict[str, Any]) -> dict[str, Any]:
     return wrapper["dag"] if wrapper and "dag" in wrapper else spec["root"]["dag"]
 
 
-def group_conditions(spec: dict[str, Any]) -> bool:
-    """Move the tasks that carry a trigger condition into one sub-DAG task, in place.
+def group_conditions(spec: dict[str, Any], decision: Decision) -> bool:
+    """Move the tasks that carry a trigger condition into one sub-DAG task, in place, its condition reading the
+    decision's output parameter; a condition that is not the decision's is refused.
 
     Returns whether anything changed (a spec without conditions stays as it is).
     """
@@ -87,7 +112,35 @@ def group_conditions(spec: dict[str, Any]) -> bool:
     for name in members:
         del tasks[name]
     tasks[GROUP_TASK] = group_task
+    _read_decision_parameter(spec, tasks, decision)
     return True
+
+
+def _read_decision_parameter(spec: dict[str, Any], tasks: dict[str, Any], decision: Decision) -> None:
+    """The group task's condition rewritten from TFX's artifact form into the SDK's parameter form: the producer
+    declares its decision as an output parameter, the group takes it as an input and tests it."""
+    group = tasks[GROUP_TASK]
+    found = group["triggerPolicy"]["condition"]
+    if found != decision.artifact_condition():
+        raise ConditionGroupError(
+            f"pipelineSpec: the grouped condition {found!r} is not the DAG's decision "
+            f"({decision.artifact_condition()!r}); only that one is rewritten into the parameter form the KFP SDK "
+            "compiles dsl.If into, and no precedent was found for an artifact condition on a DAG task")
+    producer = tasks.get(decision.producer)
+    component = spec["components"].get(producer["componentRef"]["name"], {}) if producer else {}
+    if decision.parameter not in component.get("outputDefinitions", {}).get("artifacts", {}):
+        raise ConditionGroupError(f"pipelineSpec: task {decision.producer!r} has no output {decision.parameter!r} "
+                                  "(an integer value artifact) to declare as its output parameter")
+    component["outputDefinitions"].setdefault("parameters", {})[decision.parameter] = {
+        "parameterType": "NUMBER_INTEGER"}
+    name = channel(decision.producer, decision.parameter)
+    group.setdefault("inputs", {}).setdefault("parameters", {})[name] = {
+        "taskOutputParameter": {"producerTask": decision.producer, "outputParameterKey": decision.parameter}}
+    # Input definitions in the schema's own typing: pipeline spec 2.1 types parameters as the SDK does,
+    # TFX's 2.0.0 spec (Vertex) with the legacy `type` (compiler_utils.build_parameter_type_spec_legacy).
+    typed = {"parameterType": "NUMBER_INTEGER"} if spec.get("schemaVersion") == "2.1.0" else {"type": "INT"}
+    spec["components"][GROUP_COMPONENT].setdefault("inputDefinitions", {}).setdefault("parameters", {})[name] = typed
+    group["triggerPolicy"]["condition"] = decision.parameter_condition()
 
 
 def _task_refs(task: dict) -> list[tuple[str, str]]:

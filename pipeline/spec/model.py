@@ -4,6 +4,7 @@ Why and sources: docs/internals.md."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Iterator, Optional
 
 import yaml
@@ -17,6 +18,8 @@ PYTHON = ("python", "python3")
 # Where a task input comes from (api/v2alpha1/pipeline_spec.proto, TaskInputsSpec).
 UPSTREAM_ARTIFACT, UPSTREAM_PARAMETER = "taskOutputArtifact", "taskOutputParameter"
 PARENT_ARTIFACT, PARENT_PARAMETER = "componentInputArtifact", "componentInputParameter"
+# A KFP placeholder in a command, an argument or a constant: {{$...}}.
+PLACEHOLDER = re.compile(r"\{\{\$[^}]*\}\}")
 # An exit task's input of the final status of the task it follows (PipelineTaskFinalStatus).
 FINAL_STATUS = "taskFinalStatus"
 # The placeholders the driver replaces in a constant input parameter, when the whole constant is one
