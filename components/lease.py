@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Optional
 
 from components import gcs
 from components.errors import LeaseBusy, LeaseLost
+from components.job_state import JobStates
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,8 @@ DEFAULT_TTL_SECONDS = 600.0
 # run's leftovers are debris only after this long: far longer than a push copies a model or Transform
 # writes its cache.
 UNLEASED_GRACE_SECONDS = 3600.0
+# How often a waiting run asks a live holder's backend whether that run has ended.
+ASK_EVERY_SECONDS = 30.0
 _ISO = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -43,6 +46,7 @@ class Holder:
     expires: Optional[float] = None   # gs:// only
     released: bool = False            # gs:// only
     nonce: str = ""                   # tells a holder's own retried create from another's
+    run_id: str = ""                  # the run's id on its backend, when the owner is not enough to ask it
 
     @classmethod
     def parse(cls, text: str) -> Optional["Holder"]:
@@ -58,12 +62,12 @@ class Holder:
                 acquired = float(calendar.timegm(time.strptime(body["started"], _ISO)))
         return cls(owner=str(body.get("owner", "")), host=str(body.get("host", "")), pid=body.get("pid"),
                    acquired=acquired, expires=body.get("expires"), released=bool(body.get("released")),
-                   nonce=str(body.get("nonce", "")))
+                   nonce=str(body.get("nonce", "")), run_id=str(body.get("run_id", "")))
 
     def body(self) -> bytes:
         out = {"owner": self.owner, "host": self.host, "pid": self.pid, "acquired": self.acquired,
                "started": _iso(self.acquired or 0), "expires": self.expires, "released": self.released,
-               "nonce": self.nonce}
+               "nonce": self.nonce, "run_id": self.run_id}
         return json.dumps({k: v for k, v in out.items() if v not in (None, "")}).encode()
 
     def live(self, now: float) -> bool:
@@ -157,19 +161,24 @@ class GcsLease:
     """The lease object <root>/run.lock on a gs:// root, held by `owner` (a run id)."""
 
     def __init__(self, root: str, owner: str, ttl_seconds: float = DEFAULT_TTL_SECONDS, gcs_client=None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, run_id: str = "", jobs: Optional[JobStates] = None):
         if ttl_seconds <= 0:
             raise ValueError(f"lease ttl must be positive, got {ttl_seconds}")
         self.uri, self.owner, self.ttl, self.client, self.clock = lock_uri(root), owner, ttl_seconds, gcs_client, clock
+        self.run_id = run_id
+        # Asked whether a live holder's run has ended (job_state.py): a finished holder never blocks.
+        self.jobs = jobs
+        self._asked: dict[str, float] = {}  # holder nonce -> when its backend was last asked
         self.nonce = uuid.uuid4().hex
         self.generation: Optional[int] = None
         self.acquired: Optional[float] = None
-        self.taken_over: Optional[Holder] = None  # the stale holder this lease replaced, if any
+        self.taken_over: Optional[Holder] = None  # the stale or finished holder this lease replaced, if any
+        self.holder_ended: Optional[str] = None   # the taken-over holder's run's terminal state, when that was why
 
     def _holder(self, released: bool = False) -> Holder:
         now = self.clock()
         return Holder(owner=self.owner, host=socket.gethostname(), pid=os.getpid(), acquired=self.acquired or now,
-                      expires=now + self.ttl, released=released, nonce=self.nonce)
+                      expires=now + self.ttl, released=released, nonce=self.nonce, run_id=self.run_id)
 
     def try_acquire(self) -> Optional[Holder]:
         """Take the lease if it is free, released or expired: None when taken, else the live holder."""
@@ -189,7 +198,8 @@ class GcsLease:
                 return None
             if holder is None:  # unreadable: live until ttl after its last write, by the server's clock
                 holder = Holder(expires=current.updated + self.ttl)
-            if holder.live(self.clock()):
+            ended = self._ended(holder) if holder.live(self.clock()) else None
+            if holder.live(self.clock()) and ended is None:
                 return holder
             self.acquired = self.clock()
             generation = gcs.replace(self.uri, self._holder().body(), current.generation, self.client)
@@ -198,25 +208,37 @@ class GcsLease:
                 continue
             self.generation = generation
             if not holder.released:
-                self.taken_over = holder
-                log.warning("took over the stale run lease %s from %s (it expired without a release)",
-                            self.uri, holder.describe())
+                self.taken_over, self.holder_ended = holder, ended
+                log.warning("took over the run lease %s from %s (%s without a release)", self.uri, holder.describe(),
+                            f"its run is over: {ended}" if ended else "it expired")
             return None
+
+    def _ended(self, holder: Holder) -> Optional[str]:
+        """The terminal state of a live holder's run, asked of its backend at most every ASK_EVERY_SECONDS."""
+        if self.jobs is None or not holder.owner:
+            return None
+        now = self.clock()
+        if now - self._asked.get(holder.nonce, float("-inf")) < ASK_EVERY_SECONDS:
+            return None
+        self._asked[holder.nonce] = now
+        return self.jobs.ended(holder.owner, holder.run_id)
 
     def acquire(self, wait_seconds: float, poll_seconds: float = 1.0,
                 say: Callable[[str], None] = lambda _: None) -> "GcsLease":
         deadline, announced = time.monotonic() + wait_seconds, False
         while (holder := self.try_acquire()) is not None:
             if time.monotonic() >= deadline:
+                ended = "its run is over (its backend is asked) or " if self.jobs else ""
                 raise LeaseBusy(busy_message(self.uri, holder, wait_seconds,
-                                             f"It is taken over once it expires ({self.ttl:g} s without a "
+                                             f"It is taken over once {ended}it expires ({self.ttl:g} s without a "
                                              "heartbeat)."))
             if not announced:
                 say(f"waiting for the run holding {self.uri} ({holder.describe()}), up to {wait_seconds:g} s")
                 announced = True
             time.sleep(poll_seconds)
         if self.taken_over is not None:
-            say(f"took over the stale run lease {self.uri} from {self.taken_over.describe()}")
+            why = f"its run is over ({self.holder_ended})" if self.holder_ended else "it expired"
+            say(f"took over the run lease {self.uri} from {self.taken_over.describe()}: {why}")
         return self
 
     def heartbeat(self) -> None:
@@ -287,11 +309,14 @@ def _gcs_root(root: str) -> str:
 
 
 def take_for_run(root: str, owner: str, wait_seconds: float, ttl_seconds: float, poll_seconds: float = 1.0,
-                 say: Callable[[str], None] = lambda _: None, gcs_client=None) -> GcsLease:
-    """Take the root's lease for run `owner` (waiting up to wait_seconds, else LeaseBusy) and leave it held."""
+                 say: Callable[[str], None] = lambda _: None, gcs_client=None, run_id: str = "",
+                 jobs: Optional[JobStates] = None) -> GcsLease:
+    """Take the root's lease for run `owner` (waiting up to wait_seconds, else LeaseBusy) and leave it held; a
+    holder whose run `jobs` says is over is taken over at once."""
     if not owner:
         raise ValueError("the run lease needs an owner (the pipeline job's resource name)")
-    return GcsLease(_gcs_root(root), owner, ttl_seconds, gcs_client).acquire(wait_seconds, poll_seconds, say)
+    return GcsLease(_gcs_root(root), owner, ttl_seconds, gcs_client, run_id=run_id, jobs=jobs).acquire(
+        wait_seconds, poll_seconds, say)
 
 
 def adopt(root: str, owner: str, ttl_seconds: float, gcs_client=None) -> GcsLease:

@@ -16,7 +16,9 @@ swagger/*.json for fields; backend/src/apiserver for behaviour):
 - With a token set, every call needs `Authorization: Bearer <token>`, else 401
   (backend/src/apiserver/auth/authenticator_token_review.go, GetUserIdentity; header and
   prefix in backend/src/apiserver/common/const.go).
-- GET /apis/v2beta1/healthz answers {multi_user} (healthz.proto, GetHealthzResponse).
+- GET /apis/v2beta1/healthz answers {commit_sha, tag_name, multi_user}: not the proto's GetHealthzResponse
+  (multi_user only) but the server's own HTTP handler (backend/src/apiserver/main.go, healthzResponse;
+  TAG_NAME is the release, "unknown" when unset).
 - Experiments: created with display_name and namespace; listed with a JSON filter on
   display_name EQUALS (experiment.proto; filter.proto), which kfp.Client.get_experiment sends.
 - A run (run.proto, Run) carries pipeline_spec as a Struct: the server parses it strictly as
@@ -64,6 +66,7 @@ class BadRequest(Exception):
 class FakeKfp(JsonServer):
     token: Optional[str] = None
     multi_user: bool = False
+    tag_name: str = "2.5.0"
     requests: list[Request] = field(default_factory=list)
     experiments: dict[str, dict] = field(default_factory=dict)
     runs: dict[str, dict] = field(default_factory=dict)
@@ -81,7 +84,8 @@ class FakeKfp(JsonServer):
         if self.token is not None and headers.get("authorization") != f"Bearer {self.token}":
             return self.error(401, "Request header error: there is no user identity header.")
         routes = [
-            ("GET", r"/healthz$", lambda r, m: (200, {"multi_user": self.multi_user})),
+            ("GET", r"/healthz$", lambda r, m: (200, {"commit_sha": "unknown", "tag_name": self.tag_name,
+                                                      "multi_user": self.multi_user})),
             ("POST", r"/experiments$", self._create_experiment),
             ("GET", r"/experiments$", self._list_experiments),
             ("POST", r"/runs$", self._create_run),

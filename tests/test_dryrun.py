@@ -18,6 +18,7 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.dryrun import launcher
+from pipeline.dryrun.job_board import JobBoard
 from pipeline.dryrun.training import workers
 from tests.vertex_support import vertex_config
 
@@ -147,7 +148,8 @@ def test_the_tfx_training_client_reaches_the_emulator_and_its_job_runs(tmp_path)
     notes = []
     settings = _settings(tmp_path, notes)
     with VertexEmulator("test-project", "us-central1", tmp_path / "emulator",
-                        lambda name, job: workers.start(name, job, settings), notes.append) as emulator:
+                        lambda name, job: workers.start(name, job, settings), notes.append,
+                        JobBoard(tmp_path / "jobs")) as emulator:
         settings.env.update(emulator.env)
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd()), "TF_USE_LEGACY_KERAS": "1", **emulator.env}
         client = subprocess.run([sys.executable, "-W", "ignore", "-c", _CLIENT], env=env, capture_output=True,
@@ -168,12 +170,37 @@ def test_calls_other_than_the_jobservice_are_refused_loudly(tmp_path):
               "c.get_endpoint(name='projects/test-project/locations/us-central1/endpoints/1')")
     notes = []
     with VertexEmulator("test-project", "us-central1", tmp_path / "emulator", lambda n, j: None,
-                        notes.append) as emulator:
+                        notes.append, JobBoard(tmp_path / "jobs")) as emulator:
         env = {"PATH": "/usr/bin:/bin", **emulator.env}
         client = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True,
                                 text=True, timeout=120)
     assert client.returncode != 0 and "is not emulated" in client.stderr
     assert "EndpointService/GetEndpoint is not emulated" in emulator.errors[0]
+
+
+def test_a_run_asks_the_emulator_how_a_dry_run_job_is_doing_with_the_real_vertex_client(tmp_path):
+    """GetPipelineJob for the dry runs' own jobs (pipeline/dryrun/job_board.py): what a run lease asks about the
+    run holding it and an exit handler about its failed task (components/job_state.py, over gRPC as on Vertex)."""
+    from pipeline.dryrun.training.customjob import VertexEmulator
+
+    board = JobBoard(tmp_path / "jobs")
+    name = "projects/test-project/locations/us-central1/pipelineJobs/job-1"
+    board.start("job-1", name)
+    for task, parent, state, error in (("tfx-dag", "", "failed", "a task of its DAG failed"),
+                                       ("RunLease", "tfx-dag", "ran", ""), ("Transform", "tfx-dag", "failed", "OOM")):
+        board.task("job-1", task, parent, state, error)
+    board.end("job-1", succeeded=False)
+    script = ("import sys; from components.job_state import VertexJobs; j = VertexJobs(); "
+              f"print('ENDED', j.ended({name!r})); print('FAILED', j.failures({name!r})); "
+              "print('MISSING', j.ended('projects/test-project/locations/us-central1/pipelineJobs/nope'))")
+    with VertexEmulator("test-project", "us-central1", tmp_path / "emulator", lambda n, j: None, print,
+                        board) as emulator:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path.cwd()), **emulator.env}
+        client = subprocess.run([sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True,
+                                text=True, timeout=120)
+    assert "ENDED PIPELINE_STATE_FAILED" in client.stdout, client.stderr[-3000:]
+    assert "FAILED [('Transform', 'OOM')]" in client.stdout  # not the DAG task that failed because of it
+    assert "MISSING None" in client.stdout and not emulator.errors
 
 
 # -- config -------------------------------------------------------------------------

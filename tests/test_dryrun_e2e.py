@@ -11,6 +11,8 @@ then changes, and run 2, compiled with a two-worker CPU pool, must re-ingest
 it (Vertex's cache rule: the Snapshot task is not a cache hit), train with two
 processes, take run 1's pushed model as its baseline and push again. One run
 covers both, as a dry run costs a TFX start-up per task. Training is kept short.
+Run 3 is run 2's config again with nothing changed: it stops after its Snapshot and exits 4.
+Every run's exit handler tells a Pub/Sub stand-in (tests/fake_pubsub.py) how it ended.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -31,14 +34,19 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from components import lease, training_record
 from pipeline.config import REPO_ROOT, load_config
 from pipeline.dryrun.run import dry_run
+from pipeline.errors import EXIT_NOTHING_NEW
+from pipeline.runs.summary import exit_code
+from tests.fake_pubsub import FakePubsub
 from tests.vertex_support import raw_example
 
 pytestmark = pytest.mark.e2e
 
-SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100"]
+TOPIC = "projects/my-gcp-project/topics/pipeline-runs"
+SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100", f"notify.pubsub_topic={TOPIC}"]
 TWO_WORKERS = ["vertex.worker_pool.preset=cpu", "vertex.worker_pool.extra_workers=1"]
 ADDED_ROWS = 30
 RIVAL: dict = {}  # the dry run started together with run 1: its exit code and log
+THIRD: dict = {}  # run 3: run 2's config again, nothing changed
 
 
 class _RivalWhileLeaseHeld(io.StringIO):
@@ -60,7 +68,20 @@ class _RivalWhileLeaseHeld(io.StringIO):
 
 
 @pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
+def pubsub():
+    fake = FakePubsub(topics={TOPIC})
+    saved = os.environ.get("PUBSUB_EMULATOR_HOST")
+    os.environ["PUBSUB_EMULATOR_HOST"] = fake.start()  # the task processes inherit it, the rival's too
+    yield fake
+    fake.stop()
+    if saved is None:
+        os.environ.pop("PUBSUB_EMULATOR_HOST")
+    else:
+        os.environ["PUBSUB_EMULATOR_HOST"] = saved
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, pubsub):
     config = load_config("configs/vertex.yaml", SHORT)
     local_dir = tmp_path_factory.mktemp("dryrun")
     second_out = io.StringIO()
@@ -75,7 +96,10 @@ def two_runs(tmp_path_factory):
     lines = csv_path.read_text().splitlines(keepends=True)
     csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
     # The same pipeline, recompiled for a two-worker CPU pool, submitted into the same service and bucket.
-    second = dry_run(load_config("configs/vertex.yaml", [*SHORT, *TWO_WORKERS]), local_dir, stream=second_out)
+    second_config = load_config("configs/vertex.yaml", [*SHORT, *TWO_WORKERS])
+    second = dry_run(second_config, local_dir, stream=second_out)
+    third_out = io.StringIO()
+    THIRD.update(result=dry_run(second_config, local_dir, stream=third_out), console=third_out.getvalue())
     return config, local_dir, (first, first_out.getvalue()), (second, second_out.getvalue())
 
 
@@ -178,3 +202,35 @@ def test_two_worker_pool_trains_with_two_processes(two_runs):
         assert len(cluster["workerpool0"]) == 1 and len(cluster["workerpool1"]) == 1
         assert "num_workers = 2" in replica.log.read_text()
     assert run.summary.pushed_path and "DEVICE EMULATED" not in console
+
+
+def test_a_third_run_with_nothing_changed_stops_after_its_snapshot_and_launches_no_customjob(two_runs):
+    config, local_dir, _, (second, _) = two_runs
+    third, console = THIRD["result"].runs[0], THIRD["console"]
+    assert {t.name: t.state for t in third.tasks} == {
+        "RunLease": "ran", "Snapshot": "ran", "condition-1": "not triggered", "tfx-dag": "ran",
+        "ReleaseRunLease": "ran"}, console
+    assert not third.custom_jobs and "BEAM" in console and "> Transform" not in console
+    assert third.summary.nothing_new and "the source is unchanged" in third.summary.nothing_new
+    assert exit_code(third.summary) == EXIT_NOTHING_NEW
+    serving = Path(second.bucket.local(config.pipeline.serving_dir))
+    assert sorted(p.name for p in serving.iterdir() if p.name.isdigit())[-1] == second.runs[0].summary.pushed_version
+
+
+def test_every_run_tells_the_topic_how_it_ended_the_failed_one_naming_its_task(two_runs, pubsub):
+    _, _, (first, _), (second, _) = two_runs
+    messages = {m.json()["run"]: m for m in pubsub.published}
+    assert len(pubsub.published) == 4 == len(messages), [m.json() for m in pubsub.published]
+    run1, run2, run3 = (r.runs[0] for r in (first, second, THIRD["result"]))
+    ok = messages[f"projects/my-gcp-project/locations/us-central1/pipelineJobs/{run1.job_id}"].json()
+    assert ok["state"] == "SUCCEEDED" and ok["pushed_version"] == run1.summary.pushed_version
+    assert ok["metric"] == "accuracy" and 0 < ok["metric_value"] <= 1
+    assert ok["link"] == (f"https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/"
+                          f"{run1.job_id}?project=my-gcp-project")
+    [rival] = [m.json() for m in pubsub.published if m.json()["state"] == "FAILED"]
+    assert rival["failed_task"] == "RunLease" and run1.job_id not in rival["run"], rival
+    assert messages[f"projects/my-gcp-project/locations/us-central1/pipelineJobs/{run2.job_id}"].json()[
+        "pushed_version"] == run2.summary.pushed_version
+    nothing = messages[f"projects/my-gcp-project/locations/us-central1/pipelineJobs/{run3.job_id}"].json()
+    assert nothing["state"] == "SUCCEEDED" and "pushed_version" not in nothing
+    assert {m.attributes["state"] for m in pubsub.published} == {"SUCCEEDED", "FAILED"}

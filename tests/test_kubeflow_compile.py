@@ -50,3 +50,38 @@ def test_every_task_caches_by_the_same_rule_as_on_vertex(overrides):
         overridden = load_spec(with_caching(compiled_package(*overrides), enable))
         assert {name: task["cachingOptions"] for name, task in cache_rule.dag_tasks(overridden)} == dict.fromkeys(
             tasks, {"enableCache": enable})
+
+
+def test_each_task_asks_for_its_resources_in_the_form_the_kfp_sdk_writes():
+    """kubeflow.resources over the defaults, field by field, into each executor's ResourceSpec (the fields kfp 2.5's
+    set_cpu_request & co. write: cpu in cores, memory in GB), which the backend's driver turns into the pod's
+    requests and limits; what the dry run's container rule checks (pipeline/spec/rules/container.py)."""
+    from pipeline.spec import model, rules
+    from pipeline.spec.backends import KUBEFLOW
+
+    spec = load_spec(compiled_package("kubeflow.resources={Trainer: {memory_limit: 32}, default: {cpu_limit: 2}}"))
+    tasks = dict(cache_rule.dag_tasks(spec))
+    resources = {name: cache_rule.task_executor(spec, task)["container"]["resources"]
+                 for name, task in tasks.items() if cache_rule.task_executor(spec, task)}
+    assert resources["Trainer"] == {"cpuRequest": 2.0, "cpuLimit": 2.0, "memoryRequest": 4.0, "memoryLimit": 32.0}
+    assert resources["Transform"] == {"cpuRequest": 1.0, "cpuLimit": 2.0, "memoryRequest": 4.0, "memoryLimit": 8.0}
+    assert resources["DataGate"] == {"cpuRequest": 0.5, "cpuLimit": 2.0, "memoryRequest": 1.0, "memoryLimit": 4.0}
+    assert set(resources) >= {"RunLease", "Snapshot", "Pusher", "ReleaseRunLease"}
+    assert rules.check(model.read(spec), KUBEFLOW) == []
+    label = spec["components"][tasks["Trainer"]["componentRef"]["name"]]["executorLabel"]
+    spec["deploymentSpec"]["executors"][label]["container"]["resources"]["cpuRequest"] = 4.0
+    [violation] = rules.check(model.read(spec), KUBEFLOW)
+    assert violation.rule == "container" and "4.0 is above the limit 2.0: Kubernetes refuses the pod" in str(violation)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("kubeflow.resources={Trainr: {cpu_request: 1}}", "kubeflow.resources names Trainr, which the pipeline has no "
+                                                      "task of"),
+    ("kubeflow.resources={Trainer: {cpu_request: 4, cpu_limit: 2}}", "cpu_request 4 is above cpu_limit 2"),
+])
+def test_resources_a_cluster_would_refuse_are_config_errors(setting, message, tmp_path):
+    from pipeline.errors import ConfigError
+    from pipeline.kubeflow.compile import compile_pipeline
+
+    with pytest.raises(ConfigError, match=message):
+        compile_pipeline(kubeflow_config(setting), tmp_path / "p.yaml")

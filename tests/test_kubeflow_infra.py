@@ -48,3 +48,13 @@ def test_the_manifest_is_the_configured_account_annotated_with_the_google_one(tf
     assert manifest["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
         f"{account_id}@my-gcp-project.iam.gserviceaccount.com"
 
+
+
+def test_the_limit_range_bounds_every_container_of_the_configured_namespace():
+    """Ephemeral storage, which the pipeline spec cannot set per task (docs/kubeflow.md, "Pod resources")."""
+    kf = kubeflow_config().kubeflow
+    manifest = yaml.safe_load((KUBEFLOW_INFRA / "limitrange.yaml").read_text())
+    assert (manifest["kind"], manifest["metadata"]["namespace"]) == ("LimitRange", kf.namespace)
+    [limit] = manifest["spec"]["limits"]
+    assert limit["type"] == "Container" and {"defaultRequest", "default"} <= set(limit)
+    assert all("ephemeral-storage" in limit[k] for k in ("defaultRequest", "default"))

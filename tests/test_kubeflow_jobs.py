@@ -237,6 +237,13 @@ def test_preflight_checks_the_api_server_bucket_and_image(kfp, capsys, monkeypat
         assert f"ok   bucket gs://{BUCKET}: exists" in out
         assert "?    bucket" in out and "Workload Identity" in out  # what cannot be checked from here
         assert "ok   image us-central1-docker.pkg.dev/my-gcp-project/penguin/pipeline:0.1.0: exists" in out
+        assert "ok   KFP backend version: 2.5.0 (the spec needs 2.5.0 or later)" in out
+        fake.tag_name = "2.3.0"
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_FAILED
+        assert "FAIL KFP backend version: " in out and "is Kubeflow Pipelines 2.3.0; the compiled pipeline needs " \
+            "2.5.0 or later" in out, out
+        fake.tag_name = "2.5.0"
         fake.multi_user = True
         project.images.clear()
         code, out, _ = run(capsys, "preflight", *checks)
@@ -248,3 +255,19 @@ def test_preflight_checks_the_api_server_bucket_and_image(kfp, capsys, monkeypat
         assert code == EXIT_FAILED and f"FAIL KFP API {host}" in out and "not authenticated (401)" in out
     finally:
         google.stop()
+
+
+@pytest.mark.parametrize("tag, said", [("2.3.0", "is Kubeflow Pipelines 2.3.0; the compiled pipeline needs 2.5.0"),
+                                       ("unknown", "does not say which release it is (healthz tag_name 'unknown')")])
+def test_submit_and_schedule_refuse_a_backend_older_than_the_spec_needs(kfp, capsys, tag, said):
+    """Even with --skip-preflight: the version is checked on every connection (pipeline/kubeflow/client.py)."""
+    fake, args, package = kfp
+    fake.tag_name = tag
+    code, _, err = run(capsys, "submit", *args, *package)
+    assert code == EXIT_FAILED and said in err, err
+    code, _, err = run(capsys, "schedule", "create", "--cron", "0 3 * * 1", *args, *package)
+    assert code == EXIT_FAILED and said in err, err
+    assert not fake.runs and not fake.recurring_runs and not fake.sent("POST", "/experiments$")
+    fake.tag_name = "v2.14.3"
+    code, _, err = run(capsys, "submit", *args, *package)
+    assert code == EXIT_OK, err

@@ -42,7 +42,71 @@ def test_an_unreplaced_owner_placeholder_is_refused():
 
     with pytest.raises(ValueError, match="placeholder"):
         RunLease.EXECUTOR_SPEC.executor_class().Do(
-            {}, {}, {"root": "gs://b/r", "owner": OWNER_PLACEHOLDER, "wait_seconds": 0.0, "ttl_seconds": 1.0})
+            {}, {}, {"root": "gs://b/r", "owner": OWNER_PLACEHOLDER, "wait_seconds": 0.0, "ttl_seconds": 1.0,
+                     "backend": "vertex"})
+
+
+VERTEX_JOB = "projects/my-gcp-project/locations/us-central1/pipelineJobs/{}"
+
+
+def test_a_cancelled_vertex_run_holding_the_lease_never_blocks_the_next_run(gcs_bucket):
+    """Its exit handler did not run (a cancel): the next run asks Vertex AI (the real aiplatform client against
+    tests/fake_vertex.py) and takes the lease over at once; while the holder runs, or when Vertex can't answer,
+    the next run waits and fails naming it (fail closed)."""
+    from components.job_state import VertexJobs
+    from tests.fake_vertex import FakeVertex
+
+    root, client = _root(gcs_bucket), gcs_bucket.client
+    fake = FakeVertex(job_states=["PIPELINE_STATE_RUNNING"])
+    url = fake.start()
+    try:
+        fake.jobs["run-1"] = {"name": VERTEX_JOB.format("run-1"), "state": "PIPELINE_STATE_RUNNING", "_polls": 0}
+        lease.take_for_run(root, VERTEX_JOB.format("run-1"), 0, 86400, gcs_client=client)
+        jobs = VertexJobs(url)
+        with pytest.raises(lease.LeaseBusy, match="run-1.*its run is over"):
+            lease.take_for_run(root, VERTEX_JOB.format("run-2"), 0.2, 86400, poll_seconds=0.05, gcs_client=client,
+                               jobs=jobs)
+        assert fake.sent("GET", r"/pipelineJobs/run-1$")
+        fake.job_states = ["PIPELINE_STATE_CANCELLED"]
+        with pytest.raises(lease.LeaseBusy):  # Vertex cannot be reached: treated as running
+            lease.take_for_run(root, VERTEX_JOB.format("run-2"), 0.2, 86400, poll_seconds=0.05, gcs_client=client,
+                               jobs=VertexJobs("http://127.0.0.1:9"))
+        said = []
+        held = lease.take_for_run(root, VERTEX_JOB.format("run-2"), 600, 86400, gcs_client=client, jobs=jobs,
+                                  say=said.append)
+        assert held.taken_over.owner == VERTEX_JOB.format("run-1") and held.holder_ended == "PIPELINE_STATE_CANCELLED"
+        assert any("its run is over (PIPELINE_STATE_CANCELLED)" in s for s in said), said
+        assert lease.read_gcs(root, client).owner == VERTEX_JOB.format("run-2")
+        # Should the cancelled run's exit handler run after all, it leaves the new holder's lease alone.
+        assert "left alone" in lease.release_for_run(root, VERTEX_JOB.format("run-1"), client)
+    finally:
+        fake.stop()
+
+
+def test_a_cancelled_kubeflow_run_holding_the_lease_never_blocks_the_next_run(gcs_bucket, tmp_path):
+    """The same on Kubeflow Pipelines: the run id the lease recorded, asked of the KFP API (the real
+    kfp_server_api client against tests/fake_kfp.py) with the pod's token."""
+    from components.job_state import KubeflowRuns
+    from tests.fake_kfp import FakeKfp
+
+    root, client = _root(gcs_bucket), gcs_bucket.client
+    fake = FakeKfp(token="pod-token", run_states=["RUNNING"])
+    url = fake.start()
+    try:
+        fake.runs["uuid-1"] = {"run_id": "uuid-1", "display_name": "penguin-tpu-1"}
+        lease.take_for_run(root, "penguin-tpu-abc12", 0, 86400, gcs_client=client, run_id="uuid-1")
+        (tmp_path / "token").write_text("pod-token\n")
+        jobs = KubeflowRuns(url, str(tmp_path / "token"))
+        with pytest.raises(lease.LeaseBusy):
+            lease.take_for_run(root, "penguin-tpu-def34", 0.2, 86400, poll_seconds=0.05, gcs_client=client,
+                               run_id="uuid-2", jobs=jobs)
+        fake.run_states = ["CANCELED"]
+        held = lease.take_for_run(root, "penguin-tpu-def34", 600, 86400, gcs_client=client, run_id="uuid-2",
+                                  jobs=jobs)
+        assert held.holder_ended == "CANCELED" and lease.read_gcs(root, client).run_id == "uuid-2"
+        assert {r.headers.get("authorization") for r in fake.sent("GET", "/runs/uuid-1$")} == {"Bearer pod-token"}
+    finally:
+        fake.stop()
 
 
 def _expired_lease_of(root: str, owner: str, client) -> None:
@@ -114,3 +178,28 @@ def test_dry_runs_on_one_directory_share_one_emulator_and_the_last_one_stops_it(
         info = json.loads((tmp_path / "gcs-emulator" / "server.json").read_text())
     assert not (tmp_path / "gcs-emulator" / "server.json").exists()
     assert not gcs_emulator._is_server(info["pid"], info["port"]) and not gcs_emulator._answers(url)
+
+
+def test_a_dry_run_that_cannot_reach_the_emulator_another_run_uses_refuses_to_start_a_second(tmp_path):
+    """Fail closed: two emulators on one directory would each hold "the" run lease, and both runs would push."""
+    import fcntl
+
+    from pipeline.errors import EmulatorError
+
+    state = tmp_path / "gcs-emulator"
+    state.mkdir()
+    # Another dry run uses an emulator this one cannot reach (say, in another network namespace).
+    (state / "server.json").write_text(json.dumps({"pid": 1, "port": 9, "url": "http://127.0.0.1:9"}))
+    other = open(state / "users", "a")
+    fcntl.flock(other, fcntl.LOCK_SH)
+    try:
+        with pytest.raises(EmulatorError, match="another dry run on .* uses the GCS emulator at http://127.0.0.1:9"):
+            with gcs_emulator.shared(tmp_path, ["bucket-a"]):
+                pass
+        assert json.loads((state / "server.json").read_text())["url"] == "http://127.0.0.1:9"  # left as it is
+    finally:
+        other.close()
+    # Once nobody uses it, the stale record is replaced by a new emulator.
+    with gcs_emulator.shared(tmp_path, ["bucket-a"]) as env:
+        assert env[gcs_emulator.EMULATOR_ENV] != "http://127.0.0.1:9" and gcs_emulator._answers(
+            env[gcs_emulator.EMULATOR_ENV])

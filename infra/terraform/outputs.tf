@@ -34,3 +34,8 @@ output "dataflow_subnetwork" {
   description = "dataflow.subnetwork in configs/vertex.yaml"
   value       = google_compute_subnetwork.dataflow.self_link
 }
+
+output "notify_topic" {
+  description = "notify.pubsub_topic in the configs"
+  value       = google_pubsub_topic.pipeline_runs.id
+}

@@ -44,3 +44,9 @@ variable "dataflow_subnet_cidr" {
     error_message = "dataflow_subnet_cidr must be an IPv4 CIDR range such as 10.128.64.0/20."
   }
 }
+
+variable "alert_email" {
+  description = "Email address the failed-pipeline-job alert notifies; empty: the alert fires without a channel."
+  type        = string
+  default     = ""
+}

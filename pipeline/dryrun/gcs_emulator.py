@@ -88,13 +88,23 @@ def shared(local_dir: Path, buckets: Iterable[str]) -> Iterator[dict[str, str]]:
     info_file = state / "server.json"
     users = open(state / "users", "a")
     info = None
+    # A refusal must not stop the emulator the other run uses: only what this run started or joined is left.
+    joined = False
     try:
         with _mutex(state):
             info = json.loads(info_file.read_text()) if info_file.exists() else None
             if not (info and _is_server(info["pid"], info["port"]) and _answers(info["url"])):
+                if info and _in_use(users):
+                    # A second server would give this run a lease of its own while another run holds "the"
+                    # lease: both would push. Seen with two dry runs in separate network namespaces.
+                    raise EmulatorError(
+                        f"another dry run on {local_dir} uses the GCS emulator at {info['url']}, which does not "
+                        "answer from here (another network namespace?); this dry run does not start a second "
+                        "one: give it its own --local-dir, or run it where that emulator answers")
                 info = _start(state)
                 info_file.write_text(json.dumps(info))
             fcntl.flock(users, fcntl.LOCK_SH)
+            joined = True
         _create_buckets(info["url"], buckets)
         yield {EMULATOR_ENV: info["url"], MOUNT_ENV: str(Path(local_dir) / "gcs")}
     finally:
@@ -105,9 +115,19 @@ def shared(local_dir: Path, buckets: Iterable[str]) -> Iterator[dict[str, str]]:
             except BlockingIOError:
                 pass  # another dry run still uses it
             else:
-                if info is not None:
+                if joined:
                     _stop(info_file)
             users.close()
+
+
+def _in_use(users) -> bool:
+    """Whether another dry run holds its shared lock on `users` (this one does not hold it yet)."""
+    try:
+        fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(users, fcntl.LOCK_UN)
+    return False
 
 
 def _stop(info_file: Path) -> None:

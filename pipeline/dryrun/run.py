@@ -10,15 +10,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Callable, Optional, TextIO
 
 from components.gcs import bucket_of
-from components.run_lease import RUN_LEASE_ID
+from components.run_lease import OWNER_PLACEHOLDER, RUN_LEASE_ID
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
 from pipeline.dryrun import DEFAULT_DIR, forkserver, gcs_emulator
 from pipeline.dryrun.bucket import BucketMap
 from pipeline.dryrun.cache import CacheIndex
 from pipeline.dryrun.driver import Scope, root_scope, run_placeholders
+from pipeline.dryrun.job_board import JobBoard
 from pipeline.dryrun.jobs import kubeflow_run, submitted_job
 from pipeline.dryrun.launcher import uses_dataflow
 from pipeline.dryrun.record import Recorder
@@ -145,8 +146,9 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
     settings = workers.Settings({**_task_env(), **gcs_env}, logs, bucket.local, say, REPO_ROOT)
     # Only Vertex has a training service (the Trainer's CustomJob); on Kubeflow the Trainer runs in its task.
     # Its trust files per job: a dry run started together on this directory has its own CA.
+    board = JobBoard(service_dir / "jobs")
     training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator" / job.job_id,
-                              lambda name, job_body: workers.start(name, job_body, settings), say) \
+                              lambda name, job_body: workers.start(name, job_body, settings), say, board) \
         if backend is VERTEX else contextlib.nullcontext(NO_TRAINING_SERVICE)
     with run_logging(log_file, stream), training as emulator:
         # CustomJob replicas, too, reach Google only through the emulator, never with the user's credentials.
@@ -157,8 +159,11 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
                          settings.env, logs, config.beam.args,
                          f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
                          if backend is VERTEX else f"namespaces/{config.kubeflow.namespace}", say)
-        _run_dag(pipeline, pipeline.root, root_scope(job, run_placeholders(job, backend, ctx.resource_prefix)),
-                 ctx, results)
+        placeholders = run_placeholders(job, backend, ctx.resource_prefix)
+        board.start(job.job_id, placeholders[OWNER_PLACEHOLDER])
+        _run_dag(pipeline, pipeline.root, root_scope(job, placeholders), ctx, results,
+                 lambda result, parent: board.task(job.job_id, result.name, parent, result.state, result.error))
+        board.end(job.job_id, not any(r.state == FAILED for r in results))
         jobs = [run for run, _ in emulator.jobs.values()]
         summary = _summarize(local_config, job.job_id, log_file, results, stream, time.monotonic() - started)
     # The task that failed first, not the DAG tasks that failed because of it.
@@ -181,7 +186,8 @@ def _claim_job_id(logs: Path) -> bool:
     return True
 
 
-def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, results: list[TaskResult]) -> bool:
+def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, results: list[TaskResult],
+             board: Callable[[TaskResult, str], None], parent: str = "") -> bool:
     """Run a DAG's tasks upstream first; whether every task that started succeeded.
 
     A task starts only when all its upstream tasks succeeded (the default trigger strategy,
@@ -198,17 +204,19 @@ def _run_dag(pipeline: Pipeline, dag: Dag, scope: Scope, ctx: RunContext, result
             states = {r.name: r.state for r in results}
             ctx.say(f"  {task.name} not started: it needs " + ", ".join(f"{u} ({states.get(u)})" for u in waiting))
             results.append(TaskResult(task.name, NOT_STARTED))
+            board(results[-1], parent)
             continue
         if task.kind == "dag":
             result = drive_dag_task(task, ctx, scope)
             results.append(result)
             if result.succeeded:
                 inner = scope.inner(result.inputs["parameters"], result.inputs["artifacts"])
-                if not _run_dag(pipeline, pipeline.sub_dag(task), inner, ctx, results):
+                if not _run_dag(pipeline, pipeline.sub_dag(task), inner, ctx, results, board, task.name):
                     result.state, result.error = FAILED, DAG_FAILED
         else:
             result = run_container_task(task, ctx, scope)
             results.append(result)
+        board(result, parent)
         if result.succeeded:
             scope.outputs[task.name] = result.outputs
         scope.states[task.name] = ctx.backend.final_state(result.state != FAILED)

@@ -30,8 +30,32 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
     if spec.get("schemaVersion") != SCHEMA_VERSION:
         raise ConfigError(f"TFX wrote pipeline spec schema {spec.get('schemaVersion')!r}; the KFP API server "
                           f"accepts only {SCHEMA_VERSION}")
+    set_resources(spec, config.kubeflow)
     out.write_text(yaml.safe_dump(spec, sort_keys=True))
     return out
+
+
+# The spec's names for Resources' fields, as the KFP SDK writes them (kfp 2.5: memory in GB); the backend's
+# driver reads them into the pod's requests and limits (backend/src/v2/driver/driver.go, initPodSpecPatch,
+# from 2.0; the string resource* fields it prefers exist only from 2.4).
+_RESOURCE_FIELDS = {"cpu_request": "cpuRequest", "cpu_limit": "cpuLimit", "memory_request": "memoryRequest",
+                    "memory_limit": "memoryLimit"}
+
+
+def set_resources(spec: dict, kubeflow) -> None:
+    """Every container executor's resources from kubeflow.resources, by the task that runs it; a task named there
+    that the DAG does not have is a config error (a typo would silently leave the default)."""
+    tasks = dict(cache_rule.dag_tasks(spec))
+    unknown = sorted(set(kubeflow.resources) - set(tasks) - {"default"})
+    if unknown:
+        known = sorted(n for n, t in tasks.items() if cache_rule.task_executor(spec, t))
+        raise ConfigError(f"kubeflow.resources names {', '.join(unknown)}, which the pipeline has no task of; its "
+                          f"tasks: {', '.join(known)}")
+    for name, task in tasks.items():
+        container = cache_rule.task_executor(spec, task).get("container")
+        if container is not None:
+            wanted = kubeflow.resources_of(name).model_dump(exclude_none=True)
+            container["resources"] = {_RESOURCE_FIELDS[k]: float(v) for k, v in wanted.items()}
 
 
 def with_caching(package: Path, enable_caching: Optional[bool]) -> Path:

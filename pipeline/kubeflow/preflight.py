@@ -9,7 +9,7 @@ from pipeline.cloud import images
 from pipeline.cloud.preflight import FAIL, OK, UNKNOWN, Result, report, run_checks, stop_if_failed
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError, KubeflowError
-from pipeline.kubeflow.client import check_server, read_token
+from pipeline.kubeflow.client import MIN_BACKEND_VERSION, check_server, read_token, require_version, version_text
 
 
 def _api(config: Config) -> list[Result]:
@@ -20,6 +20,12 @@ def _api(config: Config) -> list[Result]:
         return [Result(FAIL, f"KFP API {kf.host}", str(e), "check kubeflow.host, the port-forward and the token")]
     mode = "multi-user" if health.multi_user else "single-user"
     results = [Result(OK, f"KFP API {kf.host}", f"answers ({mode})")]
+    try:
+        require_version(health, kf.host)
+        results.append(Result(OK, "KFP backend version", f"{health.tag_name} (the spec needs "
+                              f"{version_text(MIN_BACKEND_VERSION)} or later)"))
+    except KubeflowError as e:
+        results.append(Result(FAIL, "KFP backend version", str(e), "docs/kubeflow.md, \"Backend version\""))
     if health.multi_user and kf.namespace == "kubeflow":
         results.append(Result(FAIL, "kubeflow.namespace", "multi-user Kubeflow runs pipelines in profile namespaces, "
                               "not in kubeflow", "set kubeflow.namespace to your profile's namespace"))

@@ -35,6 +35,9 @@ RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
     # the mount when it maps a path (api_uri).
     EMULATOR_ENV: (),
     MOUNT_ENV: (),
+    # A test's Pub/Sub stand-in: google-cloud-pubsub reads it when a PublisherClient is made
+    # (google/cloud/pubsub_v1/publisher/client.py, Client.__init__), which the exit handler does when it notifies.
+    "PUBSUB_EMULATOR_HOST": (),
     # pytest names the test phase running in its process (so in each task of a test's dry run); only functions
     # read it (google/genai/_replay_api_client.py _debug_print, ipykernel/iostream.py OutStream.__init__).
     "PYTEST_CURRENT_TEST": (),

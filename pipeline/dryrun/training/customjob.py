@@ -12,27 +12,33 @@ from pathlib import Path
 from typing import Callable
 
 import grpc
-from google.cloud.aiplatform_v1.types import custom_job, job_service, job_state
+from google.cloud.aiplatform_v1.types import custom_job, job_service, job_state, pipeline_job, pipeline_service
 from google.protobuf import json_format
 
+from pipeline.dryrun.job_board import JobBoard
 from pipeline.dryrun.training.workers import JobRun
 from pipeline.errors import JobRefused
 
 _SERVICE = "/google.cloud.aiplatform.v1.JobService/"
+# The dry runs' own PipelineJobs (job_board.py): what a run lease or an exit handler asks about a run.
+_GET_PIPELINE_JOB = "/google.cloud.aiplatform.v1.PipelineService/GetPipelineJob"
 _STATES = {"SUCCEEDED": job_state.JobState.JOB_STATE_SUCCEEDED, "FAILED": job_state.JobState.JOB_STATE_FAILED,
            "RUNNING": job_state.JobState.JOB_STATE_RUNNING, "PENDING": job_state.JobState.JOB_STATE_PENDING}
 _CustomJob = custom_job.CustomJob.pb()
 _Create = job_service.CreateCustomJobRequest.pb()
 _Get = job_service.GetCustomJobRequest.pb()
+_GetPipelineJob = pipeline_service.GetPipelineJobRequest.pb()
+_PipelineJob = pipeline_job.PipelineJob.pb()
 
 
 class VertexEmulator:
-    """Context manager: the JobService, its proxy and trust files; `env` points a process at them."""
+    """Context manager: the JobService (and the dry runs' PipelineJobs), its proxy and trust files; `env` points
+    a process at them."""
 
     def __init__(self, project: str, region: str, workdir: Path,
-                 start_job: Callable[[str, dict], JobRun], report: Callable[[str], None]):
+                 start_job: Callable[[str, dict], JobRun], report: Callable[[str], None], board: JobBoard):
         self.project, self.region, self.host = project, region, f"{region}-aiplatform.googleapis.com"
-        self.workdir, self.start_job, self.report = workdir, start_job, report
+        self.workdir, self.start_job, self.report, self.board = workdir, start_job, report, board
         self.jobs: dict[str, tuple[JobRun, object]] = {}
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -106,6 +112,13 @@ class VertexEmulator:
         return answer
 
 
+    def get_pipeline_job(self, request, context):
+        found = self.board.get(request.name)
+        if found is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"PipelineJob {request.name} not found")
+        return pipeline_job.PipelineJob.pb(found)
+
+
 class _Handler(grpc.GenericRpcHandler):
     def __init__(self, emulator: VertexEmulator):
         self.emulator = emulator
@@ -116,10 +129,14 @@ class _Handler(grpc.GenericRpcHandler):
             return grpc.unary_unary_rpc_method_handler(self.emulator.create, _Create.FromString, serialize)
         if details.method == _SERVICE + "GetCustomJob":
             return grpc.unary_unary_rpc_method_handler(self.emulator.get, _Get.FromString, serialize)
+        if details.method == _GET_PIPELINE_JOB:
+            return grpc.unary_unary_rpc_method_handler(self.emulator.get_pipeline_job, _GetPipelineJob.FromString,
+                                                       _PipelineJob.SerializeToString)
 
         def unimplemented(request, context):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, self.emulator.refuse(
-                f"{details.method} is not emulated (only JobService CreateCustomJob and GetCustomJob are)"))
+                f"{details.method} is not emulated (only JobService CreateCustomJob and GetCustomJob, and "
+                "PipelineService GetPipelineJob, are)"))
         return grpc.unary_unary_rpc_method_handler(unimplemented, lambda b: b, lambda b: b)
 
 
