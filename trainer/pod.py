@@ -100,6 +100,14 @@ def client_problem(environ: Mapping[str, str] = os.environ) -> Optional[str]:
     return None
 
 
+def prepare_from_argv(argv: list[str], environ: MutableMapping[str, str] = os.environ) -> None:
+    """prepare_client for `python -m trainer train [options] JOB`, before its CLI imports TensorFlow: the job
+    is the first argument after `train` that is a file. Missed, nothing is set and the strategy refuses."""
+    if argv[:1] == ["train"]:
+        job = next((arg for arg in argv[1:] if os.path.isfile(arg)), None)
+        prepare_client((job and tpu_in_job_file(job)) or LOCAL, environ)
+
+
 def tpu_in_job_file(path: str) -> Optional[str]:
     """The trainer.tpu a job file asks for, read without validation (the CLI validates it later); None if unreadable."""
     try:
