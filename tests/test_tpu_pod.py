@@ -3,6 +3,7 @@ builds from the pod's hosts, the environment a pod sets and the client needs, an
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -26,7 +27,8 @@ GCS_JOB = {"train_files": f"{GCS}/xf/Split-train/*", "eval_files": f"{GCS}/xf/Sp
 @pytest.fixture
 def env(monkeypatch):
     """The process environment, without any TPU or pod variable this machine might have."""
-    for name in (pod.HOSTNAMES_ENV, pod.WORKER_ID_ENV, pod.LOAD_LIBRARY_ENV, *pod.PJRT_ENV_NAMES, "TPU_NAME"):
+    for name in (pod.HOSTNAMES_ENV, pod.WORKER_ID_ENV, pod.LOAD_LIBRARY_ENV, *pod.PJRT_ENV_NAMES, "TPU_NAME",
+                 "TPU_ACCELERATOR_TYPE"):
         monkeypatch.setenv(name, "")
         monkeypatch.delenv(name)
     return monkeypatch
@@ -80,10 +82,21 @@ def test_only_worker_0_is_the_client(env):
         pod.hosts_from_env()
 
 
+@pytest.mark.skipif(os.path.exists("/dev/accel0"), reason="this machine has a TPU")
+def test_one_host_of_a_multi_host_slice_refuses_to_train_alone(env):
+    # What made a 2x4 slice on ct5lp-hightpu-4t fail: each host's tpu=local trainer, all chiefs of one export.
+    env.setenv(pod.HOSTNAMES_ENV, POD_HOSTS)
+    env.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-16")
+    with pytest.raises(StrategyError, match=r"trainer.tpu=local, but this VM is one of the 4 hosts of a TPU slice "
+                                            r"\(TPU_WORKER_HOSTNAMES\): each would train on its own. Run one client"):
+        make_strategy("auto", required_accelerator="tpu")
+    assert pod.local_slice_problem({pod.HOSTNAMES_ENV: "tpu-w-0"}) is None  # a single-host slice lists itself
+
+
 def test_a_client_that_would_load_libtpu_is_refused_before_connecting(env):
     # Without TPU_LOAD_LIBRARY=0 the client would take the chips the pod's TPU runtime serves on this host.
     with pytest.raises(StrategyError, match=r"TPU_LOAD_LIBRARY must be 0 on a TPU pod's client"):
-        make_strategy("auto", "grpc://10.128.0.7:8470,grpc://10.128.0.8:8470")
+        make_strategy("auto", "grpc://10.128.0.7:8470,grpc://10.128.0.8:8470", required_accelerator="tpu")
     env.setenv(pod.LOAD_LIBRARY_ENV, "0")
     env.setenv("NEXT_PLUGGABLE_DEVICE_USE_C_API", "true")
     with pytest.raises(StrategyError, match=r"unset NEXT_PLUGGABLE_DEVICE_USE_C_API on a TPU pod's client"):

@@ -108,6 +108,16 @@ def prepare_from_argv(argv: list[str], environ: MutableMapping[str, str] = os.en
         prepare_client((job and tpu_in_job_file(job)) or LOCAL, environ)
 
 
+def local_slice_problem(environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """Why trainer.tpu=local cannot train here: this VM is one host of a multi-host slice (it lists its hosts),
+    where every host would start its own trainer, all chiefs of one checkpoint and export. None otherwise."""
+    hosts = [h for h in environ.get(HOSTNAMES_ENV, "").split(",") if h.strip()]
+    if len(hosts) > 1:
+        return (f"trainer.tpu=local, but this VM is one of the {len(hosts)} hosts of a TPU slice ({HOSTNAMES_ENV}): "
+                f"each would train on its own. Run one client, on worker 0, with trainer.tpu: {HOSTS} ({POD_DOCS})")
+    return None
+
+
 def tpu_in_job_file(path: str) -> Optional[str]:
     """The trainer.tpu a job file asks for, read without validation (the CLI validates it later); None if unreadable."""
     try:

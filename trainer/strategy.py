@@ -84,6 +84,9 @@ def _make_tpu(tpu: str) -> tf.distribute.TPUStrategy:
         raise StrategyError("trainer.strategy=tpu but no TPU is attached to this machine "
                             "(no /dev/accel*, TPU_NAME or TPU_ACCELERATOR_TYPE); "
                             "set trainer.tpu to a TPU name or address, or pick another strategy")
+    problem = pod.local_slice_problem() if tpu == pod.LOCAL else None
+    if problem:
+        raise StrategyError(problem)
     resolver = tpu_resolver(tpu)
     if pod.is_remote(tpu):
         hosts = resolver.cluster_spec().as_dict().get(resolver.task_type, [])
@@ -96,16 +99,17 @@ def _make_tpu(tpu: str) -> tf.distribute.TPUStrategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
-def require_accelerator(required: str | None) -> None:
+def require_accelerator(required: str | None, tpu: str = pod.LOCAL) -> None:
     """Fail fast, before any training, when the accelerator the job was configured
-    for is absent: a GPU job in an image without CUDA would otherwise train on CPU."""
+    for is absent: a GPU job in an image without CUDA would otherwise train on CPU.
+    A pod's TPU is remote: connecting to it (in _make_tpu) is its check."""
     if required == "gpu":
         if not tf.config.list_physical_devices("GPU"):
             _refuse("trainer.require_accelerator=gpu but TensorFlow sees no GPU: the machine has none or the "
                     "image lacks TensorFlow's CUDA libraries (the gpu preset needs vertex.gpu_image, built "
                     "from infra/docker/Dockerfile.gpu); not training on CPU")
     elif required == "tpu":
-        if not _tpu_attached():
+        if not _tpu_attached() and not pod.is_remote(tpu):
             _refuse("trainer.require_accelerator=tpu but no TPU is attached to this machine "
                     "(no /dev/accel*, TPU_NAME or TPU_ACCELERATOR_TYPE); not training on CPU")
     elif required is not None:
@@ -120,7 +124,7 @@ def _refuse(message: str) -> None:
 def make_strategy(kind: str, tpu: str = "local", required_accelerator: str | None = None) -> tf.distribute.Strategy:
     """`kind` is trainer.strategy: auto | tpu | mirrored | multi_worker | default;
     `required_accelerator` is trainer.require_accelerator."""
-    require_accelerator(required_accelerator)
+    require_accelerator(required_accelerator, tpu)
     if kind == "auto":
         cluster = (_tf_config() or {}).get("cluster", {})
         if _tpu_attached() or pod.is_remote(tpu):
