@@ -20,8 +20,8 @@ POD_DOCS = "docs/trainer.md#running-on-a-tpu-pod"
 WORKER_PORT = 8470
 # What GKE sets in each container of a multi-host TPU slice: every host's name, in worker order, and this one's index.
 HOSTNAMES_ENV, WORKER_ID_ENV = "TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID"
-# "0": this process drives the TPU hosts over gRPC and must not load libtpu itself (tensorflow/core/tpu's
-# TryAcquireTpuLock); the pod's TPU runtime owns the chips.
+# "0": this process drives the TPU hosts over gRPC and must not load libtpu itself (TryAcquireTpuLock in
+# xla/stream_executor/tpu/tpu_initializer_helper.cc); the pod's TPU runtime owns the chips.
 LOAD_LIBRARY_ENV = "TPU_LOAD_LIBRARY"
 # The single-host PJRT variables (pipeline/sections/presets.py PJRT_ENV): on the client they would load libtpu.
 PJRT_ENV_NAMES = ("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "NEXT_PLUGGABLE_DEVICE_USE_C_API")
