@@ -23,8 +23,10 @@ HOSTNAMES_ENV, WORKER_ID_ENV = "TPU_WORKER_HOSTNAMES", "TPU_WORKER_ID"
 # "0": this process drives the TPU hosts over gRPC and must not load libtpu itself (TryAcquireTpuLock in
 # xla/stream_executor/tpu/tpu_initializer_helper.cc); the pod's TPU runtime owns the chips.
 LOAD_LIBRARY_ENV = "TPU_LOAD_LIBRARY"
-# The single-host PJRT variables (pipeline/sections/presets.py PJRT_ENV): on the client they would load libtpu.
-PJRT_ENV_NAMES = ("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "NEXT_PLUGGABLE_DEVICE_USE_C_API")
+# The variables that make TF 2.16 load libtpu as a PJRT pluggable device on one host (the v5e preset sets them,
+# pipeline/sections/presets.py PJRT_ENV); on a pod's client they would load libtpu.
+PLUGGABLE_LIBRARY_ENV, PLUGGABLE_C_API_ENV = "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "NEXT_PLUGGABLE_DEVICE_USE_C_API"
+PJRT_ENV_NAMES = (PLUGGABLE_LIBRARY_ENV, PLUGGABLE_C_API_ENV)
 
 _NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")  # a Cloud TPU node name
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")

@@ -8,11 +8,11 @@ import math
 import re
 from typing import Any, Literal, Mapping, Optional
 
-from trainer.pod import POD_DOCS
+from trainer import pod
 
 # Where the TPU image keeps libtpu (infra/docker/Dockerfile.tpu).
 LIBTPU_PATH = "/lib/libtpu.so"
-PJRT_ENV = {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": LIBTPU_PATH, "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true"}
+PJRT_ENV = {pod.PLUGGABLE_LIBRARY_ENV: LIBTPU_PATH, pod.PLUGGABLE_C_API_ENV: "true"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +99,7 @@ def single_host_error(preset: Preset, machine_spec: Mapping[str, Any]) -> Option
     if host is None:
         return (f"vertex.worker_pool.machine_type {machine!r} is not a TPU {preset.tpu_generation} machine of this "
                 f"preset; use one of {', '.join(hosts)} (one host each)")
-    pod = f"to use more than one host, train outside Vertex as a TPU pod's client ({POD_DOCS})"
+    pod_path = f"to use more than one host, train outside Vertex as a TPU pod's client ({pod.POD_DOCS})"
     if host.accelerator_count is not None:
         count = machine_spec.get("accelerator_count")
         if count == host.accelerator_count:
@@ -108,7 +108,8 @@ def single_host_error(preset: Preset, machine_spec: Mapping[str, Any]) -> Option
         if isinstance(count, int) and count > host.accelerator_count:
             return (f"vertex.worker_pool.accelerator_count {count} on {machine} is a {preset.tpu_generation}-{count} "
                     f"pod slice of {math.ceil(count / host.accelerator_count)} hosts ({host.accelerator_count} cores "
-                    f"per host), but {_ONE_HOST}; use accelerator_count {host.accelerator_count} ({name}), or {pod}")
+                    f"per host), but {_ONE_HOST}; use accelerator_count {host.accelerator_count} ({name}), "
+                    f"or {pod_path}")
         return (f"vertex.worker_pool.accelerator_count {count} on {machine}: one host is {name}; "
                 f"use {host.accelerator_count}")
     asked = machine_spec.get("tpu_topology")
@@ -124,7 +125,7 @@ def single_host_error(preset: Preset, machine_spec: Mapping[str, Any]) -> Option
                    f"no {preset.tpu_generation} machine holds {chips} chips on one host (the largest, "
                    f"{largest.machine_type}, holds {largest.topology})")
         return (f"vertex.worker_pool.tpu_topology {asked} on {machine} is a slice of {math.ceil(chips / per_host)} "
-                f"hosts ({host.topology} per host), but {_ONE_HOST}; {instead}; {pod}")
+                f"hosts ({host.topology} per host), but {_ONE_HOST}; {instead}; {pod_path}")
     return (f"vertex.worker_pool.tpu_topology {asked} does not fit {machine}, whose one host is {host.topology}"
             + (f"; for {asked} use vertex.worker_pool.machine_type {fit}" if fit else ""))
 
