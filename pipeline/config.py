@@ -17,6 +17,7 @@ from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
 from pipeline.sections.vertex import DataflowSection, VertexSection
+from trainer import pod
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.feature_config import FeatureConfig
 
@@ -325,6 +326,10 @@ class Config(Section):
                                  ("trainer.checkpoint_dir", self.trainer.checkpoint_dir)):
                 if value is not None and not value.startswith("gs://"):
                     raise ValueError(f"{field} must be a gs:// URI when the {remote} section is set (got {value!r})")
+            if pod.is_remote(self.trainer.tpu):
+                raise ValueError(f"trainer.tpu={self.trainer.tpu!r} names a TPU pod, which the {remote} Trainer "
+                                 f"does not drive: it trains on its worker pool's own TPU host (trainer.tpu: local). "
+                                 f"Train on a pod with python -m trainer ({pod.POD_DOCS})")
         return self
 
     def _check_target(self) -> None:

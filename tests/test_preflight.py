@@ -143,22 +143,56 @@ def test_the_permission_is_read_from_cloud_storage_403_bodies():
     assert google_apis.denied_permission(Forbidden("Forbidden"), "storage.buckets.get") == "storage.buckets.get"
 
 
+def spec_with_trainer_pool(tmp_path, machine_spec: dict) -> str:
+    """The compiled spec with the Trainer CustomJob on `machine_spec`: what compiling another worker pool (or an
+    older checkout) writes there, without compiling again."""
+    job = json.loads(vs.compiled_template().read_text())
+    params = vs.pipeline_tasks(job["pipelineSpec"])["Trainer"]["inputs"]["parameters"]["custom_config"]
+    constant = params["runtimeValue"]["constantValue"]
+    custom = json.loads(constant["stringValue"])
+    for pool in custom["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]:
+        pool["machine_spec"] = machine_spec
+    constant["stringValue"] = json.dumps(custom)
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps(job))
+    return str(path)
+
+
 @pytest.mark.parametrize("overrides, status, detail", [
     (["vertex.worker_pool.preset=tpu_v3"], "ok  ",
      "TPU v3-8 (preset tpu_v3): aiplatform.googleapis.com/custom_model_training_tpu_v3 in us-central1: 8, "
      "the Trainer takes 8 cores"),
-    (["vertex.worker_pool.tpu_topology=2x4"], "FAIL",
+    # 2x4 is one host only on ct5lp-hightpu-8t (on the default 4t it is two: the config refuses it).
+    (["vertex.worker_pool.machine_type=ct5lp-hightpu-8t", "vertex.worker_pool.tpu_topology=2x4",
+      "vertex.region=europe-west4", "dataflow.enabled=false"], "FAIL",
      f"TPU v5litepod-8 (preset tpu_v5e): the Trainer takes 8 cores and {V5E_QUOTA} allows 4 in europe-west4"),
     (["vertex.worker_pool.preset=tpu_v2"], "?   ",
      "TPU v2-8 (preset tpu_v2): no Vertex AI custom-training quota metric is known for it; not checked"),
 ])
-def test_the_tpu_check_reads_vertex_custom_training_quota_for_the_preset(serve, capsys, overrides, status, detail):
+def test_the_tpu_check_reads_vertex_custom_training_quota_for_the_preset(serve, capsys, tmp_path, overrides, status,
+                                                                          detail):
     # Dataflow's subnetwork is in us-central1: a run in europe-west4 here runs without Dataflow.
-    region = ["--set", "vertex.region=europe-west4", "--set", "dataflow.enabled=false"] if "2x4" in overrides[0] else []
     sets = [a for o in overrides for a in ("--set", o)]
-    code, lines = preflight(capsys, serve(terraformed()), *sets, *region)
-    [line] = [line for line in lines if line[5:].startswith("TPU ")]
+    pool = vs.vertex_config(*overrides).vertex.worker_pool
+    main(["preflight", *ARGS, "--spec", spec_with_trainer_pool(tmp_path, pool.machine_spec),
+          *serve(terraformed()), *sets])
+    [line] = [line for line in capsys.readouterr().out.splitlines() if line[5:].startswith("TPU ")]
     assert line.startswith(f"{status} {detail}"), line
+
+
+def test_a_spec_whose_trainer_spans_tpu_hosts_fails_the_tpu_check(serve, capsys, tmp_path):
+    # What this config refuses to compile, in a spec compiled elsewhere: 2x4 on ct5lp-hightpu-4t is two hosts.
+    project = terraformed()
+    code = main(["preflight", *ARGS, "--spec", spec_with_trainer_pool(
+        tmp_path, {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x4"}), *serve(project)])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == EXIT_FAILED
+    [line] = [line for line in lines if line[5:].startswith("TPU ")]
+    assert line.startswith("FAIL TPU (preset tpu_v5e): the spec's Trainer CustomJob: vertex.worker_pool.tpu_topology "
+                           "2x4 on ct5lp-hightpu-4t is a slice of 2 hosts (2x2 per host), but Vertex AI runs "
+                           "TensorFlow on one TPU host only"), line
+    assert "ct5lp-hightpu-8t" in line and "docs/trainer.md#running-on-a-tpu-pod" in line
+    assert not any("consumerQuotaMetrics" in path for _, path in project.requests)  # refused before the quota
 
 
 def test_without_quota_permission_the_tpu_check_says_why(serve, capsys):

@@ -147,6 +147,9 @@ def test_worker_pool_presets(preset, machine_spec, image, env, accelerator):
     assert {e["name"]: e["value"] for e in pool["container_spec"].get("env", [])} == env
     assert custom["trainer"]["strategy"] == ("tpu" if preset.startswith("tpu") else "default")
     assert custom["trainer"]["require_accelerator"] == accelerator
+    # A TPU slice is one system: a restarted worker restarts the whole job, which resumes from its checkpoint.
+    job_spec = custom["ai_platform_training_args"]["job_spec"]
+    assert job_spec.get("scheduling") == ({"restart_job_on_worker_restart": True} if accelerator == "tpu" else None)
 
 
 def test_multi_worker_gpu_pool_gets_workers_strategy_and_restart():
@@ -207,6 +210,43 @@ def test_presets_refuse_machines_they_cannot_run_on(overrides, message):
     if "vertex.gpu_image=null" in overrides:
         image = "us-central1-docker.pkg.dev/p/penguin/custom-cuda:1"
         assert vertex_config(*overrides, f"vertex.worker_pool.image={image}").vertex.trainer_container_image == image
+
+
+@pytest.mark.parametrize("overrides,message", [
+    # The default ct5lp-hightpu-4t holds 2x2; 2x4 there is two hosts, each of which would start its own trainer.
+    (["vertex.worker_pool.tpu_topology=2x4"],
+     r"vertex\.worker_pool\.tpu_topology 2x4 on ct5lp-hightpu-4t is a slice of 2 hosts \(2x2 per host\), but Vertex "
+     r"AI runs TensorFlow on one TPU host only .*; on one host, 2x4 needs vertex\.worker_pool\.machine_type "
+     r"ct5lp-hightpu-8t; to use more than one host, .*docs/trainer\.md#running-on-a-tpu-pod"),
+    (["vertex.worker_pool.machine_type=ct5lp-hightpu-8t", "vertex.worker_pool.tpu_topology=4x4"],
+     r"4x4 on ct5lp-hightpu-8t is a slice of 2 hosts .*no v5litepod machine holds 16 chips on one host \(the "
+     r"largest, ct5lp-hightpu-8t, holds 2x4\).*running-on-a-tpu-pod"),
+    (["vertex.worker_pool.tpu_topology=1x1"],
+     r"tpu_topology 1x1 does not fit ct5lp-hightpu-4t, whose one host is 2x2; for 1x1 use "
+     r"vertex\.worker_pool\.machine_type ct5lp-hightpu-1t"),
+    (["vertex.worker_pool.machine_type=ct5lp-hightpu-16t"],
+     r"machine_type 'ct5lp-hightpu-16t' is not a TPU v5litepod machine of this preset; use one of ct5lp-hightpu-1t"),
+    (["vertex.worker_pool.preset=tpu_v3", "vertex.worker_pool.accelerator_count=32"],
+     r"accelerator_count 32 on cloud-tpu is a v3-32 pod slice of 4 hosts \(8 cores per host\), but Vertex AI runs "
+     r"TensorFlow on one TPU host only .*use accelerator_count 8 \(v3-8\), or .*running-on-a-tpu-pod"),
+    (["trainer.tpu=grpc://10.0.0.2:8470,grpc://10.0.0.3:8470"],
+     r"trainer\.tpu='grpc://10\.0\.0\.2:8470,grpc://10\.0\.0\.3:8470' names a TPU pod, which the vertex Trainer "
+     r"does not drive.*python -m trainer"),
+])
+def test_tpu_pools_beyond_one_host_are_config_errors(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        vertex_config(*overrides)
+
+
+@pytest.mark.parametrize("machine,topology,cores", [
+    ("ct5lp-hightpu-1t", "1x1", 1), ("ct5lp-hightpu-4t", "2x2", 4), ("ct5lp-hightpu-8t", "2x4", 8)])
+def test_each_v5e_machine_takes_its_one_host_topology(machine, topology, cores):
+    from pipeline.sections.presets import tpu_cores
+
+    pool = vertex_config(f"vertex.worker_pool.machine_type={machine}",
+                         f"vertex.worker_pool.tpu_topology={topology}").vertex.worker_pool
+    assert pool.machine_spec == {"machine_type": machine, "tpu_topology": topology}
+    assert tpu_cores(pool.spec, pool.machine_spec) == cores
 
 
 def test_dataflow_disabled_keeps_beam_in_the_step_container():

@@ -1,7 +1,12 @@
 import gc
 import sys
 
-from trainer.cli import main
+from trainer import pod
+
+# Before TensorFlow starts (trainer.cli imports it): a TPU pod's client must not claim this host's chips.
+pod.prepare_from_argv(sys.argv[1:])
+
+from trainer.cli import main  # noqa: E402
 
 code = main()
 # As pipeline/__main__.py: spare the exit's garbage collections over TensorFlow's objects.

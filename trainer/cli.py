@@ -13,9 +13,9 @@ from typing import Optional
 
 import tensorflow as tf
 import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from trainer import synthetic, tasks
+from trainer import pod, synthetic, tasks
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.errors import BatchSizeError, StrategyError
 from trainer.fit import TransformedData, fit_and_export
@@ -43,6 +43,21 @@ class JobConfig(Section):
     @classmethod
     def _paths(cls, v: Optional[str], info) -> Optional[str]:
         return None if v is None else validate_uri(v, info.field_name)
+
+    @model_validator(mode="after")
+    def _pod_paths(self) -> "JobConfig":
+        """On a pod each host reads its own shard, and each writes its variables' checkpoint and export
+        shards and the summaries from its own CPU (tensorflow/python/checkpoint/functional_saver.py,
+        MultiDeviceSaver.save: a shard per task, on that task): only a gs:// path is the same for all.
+        The result file is the client's own (tf.io.gfile from Python), so it may stay local."""
+        if pod.is_remote(self.trainer.tpu):
+            for field in ("train_files", "eval_files", "checkpoint_dir", "export_dir", "logdir"):
+                value = getattr(self, field)
+                if value is not None and not value.startswith("gs://"):
+                    raise ValueError(f"{field} must be a gs:// URI when trainer.tpu names a TPU pod "
+                                     f"({self.trainer.tpu!r}): every host reads or writes it (got {value!r}; "
+                                     f"{pod.POD_DOCS})")
+        return self
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from trainer import pod
+
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 
 
@@ -35,8 +37,9 @@ class Section(BaseModel):
 
 class TrainerConfig(Section):
     strategy: Literal["auto", "tpu", "mirrored", "multi_worker", "default"] = "auto"
-    # TPU name or grpc address; 'local' on a TPU VM.
-    tpu: str = "local"
+    # 'local': this TPU VM's chips (one host). A pod (python -m trainer as its client on worker 0,
+    # docs/trainer.md): the TPU's name, grpc://host:8470,... of its hosts, or 'hosts' (from TPU_WORKER_HOSTNAMES).
+    tpu: str = pod.LOCAL
     # Refuse to start unless TensorFlow sees this accelerator, rather than
     # train on CPU (on Vertex the worker-pool preset sets it).
     require_accelerator: Optional[Literal["tpu", "gpu"]] = None
@@ -73,6 +76,11 @@ class TrainerConfig(Section):
     warm_start: bool = False
     # [start, stop) step window to capture with tf.profiler; empty: off.
     profile_steps: list[int] = []
+
+    @field_validator("tpu")
+    @classmethod
+    def _tpu(cls, v: str) -> str:
+        return pod.check_tpu(v)
 
     @field_validator("checkpoint_dir")
     @classmethod

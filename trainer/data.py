@@ -35,9 +35,10 @@ def split_label(batch: dict, label: str) -> tuple[dict, tf.Tensor]:
 
 
 def list_files(file_pattern: str | list[str]) -> list[str]:
-    """The files a glob, or a list of globs, matches: sorted, so every reader sees one order."""
-    return sorted(tf.io.gfile.glob(file_pattern) if isinstance(file_pattern, str)
-                  else [f for p in file_pattern for f in tf.io.gfile.glob(p)])
+    """The files a glob, or a list of globs (in their order), matches: each glob's sorted, so every reader,
+    on every host, sees one order and so one shard per input pipeline."""
+    patterns = [file_pattern] if isinstance(file_pattern, str) else file_pattern
+    return [f for p in patterns for f in sorted(tf.io.gfile.glob(p))]
 
 
 def label_moments(file_pattern: str | list[str], label_key: str) -> tuple[float, float]:
@@ -65,12 +66,16 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     run that skips the batches already consumed sees exactly what it would have.
     Evaluation data is read once, in file order, as (features, labels, weights)
     batches padded to the static shape TPUs need (see _padded_eval_batches);
-    `max_batches` > 0 caps the batches each input pipeline yields (a quick eval).
-    `label` is the transformed label feature, split off as the labels.
+    with several input pipelines (hosts), each yields as many batches as the
+    largest shard needs, so every step has a batch on every replica
+    (eval_batches_per_pipeline). `max_batches` > 0 caps the batches each input
+    pipeline yields (a quick eval). `label` is the transformed label feature,
+    split off as the labels.
     """
     files = list_files(file_pattern)
     if not files:
         raise FileNotFoundError(f"no input files match {file_pattern!r}")
+    counts: list[int] = []  # records per file, counted once, for the first multi-pipeline eval dataset
 
     def dataset_fn(ctx: Optional[tf.distribute.InputContext] = None) -> tf.data.Dataset:
         ctx = ctx or tf.distribute.InputContext()
@@ -79,8 +84,12 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
         if training:
             ds = _shuffled_epochs(records, feature_spec, label, per_replica, seed)
         else:
+            total = None
+            if ctx.num_input_pipelines > 1:
+                counts[:] = counts or record_counts(files)
+                total = eval_batches_per_pipeline(counts, ctx, per_replica, max_batches)
             ds = _padded_eval_batches(records, feature_spec, label, per_replica,
-                                      ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches)
+                                      ctx.num_replicas_in_sync // ctx.num_input_pipelines, max_batches, total)
             if options.cache_eval:
                 ds = ds.cache()
         return ds.prefetch(tf.data.AUTOTUNE)
@@ -88,10 +97,26 @@ def record_dataset_fn(file_pattern: str | list[str], feature_spec: dict, global_
     return dataset_fn
 
 
+def resumed(dataset_fn: DatasetFn, step: int, micro_batches: int = 1) -> DatasetFn:
+    """`dataset_fn` after `step` optimizer steps. Distributed iterators can't be checkpointed
+    (tensorflow#56372), so the deterministic stream skips what each input pipeline fed: every step
+    takes `micro_batches` batches for each of the pipeline's replicas (num_replicas_in_sync /
+    num_input_pipelines: a host's cores on a TPU pod, so a host skips only its own batches)."""
+    def resumed_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        per_pipeline = step * micro_batches * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+        return dataset_fn(ctx).skip(per_pipeline)
+    return resumed_fn
+
+
+def _shard_files(ctx: tf.distribute.InputContext, num_files: int) -> bool:
+    """Whether input pipelines split the files between them; with fewer files than pipelines, the records."""
+    return num_files >= ctx.num_input_pipelines
+
+
 def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data.Dataset:
     """This input pipeline's records: whole files when there are enough, else every n-th record."""
     ds = tf.data.Dataset.from_tensor_slices(files)
-    by_file = len(files) >= ctx.num_input_pipelines
+    by_file = _shard_files(ctx, len(files))
     if ctx.num_input_pipelines > 1 and by_file:
         ds = ds.shard(ctx.num_input_pipelines, ctx.input_pipeline_id)
     ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"), cycle_length=1)
@@ -100,16 +125,43 @@ def _shard_records(files: list[str], ctx: tf.distribute.InputContext) -> tf.data
     return ds
 
 
+def record_counts(files: list[str]) -> list[int]:
+    """The records in each (gzipped) file: one read of them, on the host that builds the dataset."""
+    return [int(tf.data.TFRecordDataset(f, compression_type="GZIP").reduce(np.int64(0), lambda n, _: n + 1))
+            for f in files]
+
+
+def eval_batches_per_pipeline(counts: list[int], ctx: tf.distribute.InputContext, batch_size: int,
+                              max_batches: int = 0) -> int:
+    """The eval batches every input pipeline yields, so each step has a batch for every replica of every
+    pipeline: the most any pipeline's shard (as _shard_records cuts it from files of `counts` records)
+    needs, capped at `max_batches` > 0, rounded up to whole steps of the pipeline's replicas.
+
+    With uneven shards a TPU pod's distributed iterator would go on while any host has data and give the
+    others empty dummy batches (tensorflow/python/distribute/input_lib.py, get_next_as_optional), a
+    shape the compiled step does not take; equal counts of static batches never need one."""
+    n = ctx.num_input_pipelines
+    if _shard_files(ctx, len(counts)):
+        rows = [sum(counts[p::n]) for p in range(n)]
+    else:  # shard(n, p) over the records in file order keeps records p, p + n, ...
+        rows = [len(range(p, sum(counts), n)) for p in range(n)]
+    batches = [-(-r // batch_size) for r in rows]
+    most = max(min(b, max_batches) if max_batches else b for b in batches)
+    replicas = ctx.num_replicas_in_sync // n
+    return -(-most // replicas) * replicas
+
+
 def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, label: str, batch_size: int,
-                         replicas: int, max_batches: int) -> tf.data.Dataset:
+                         replicas: int, max_batches: int, total: Optional[int] = None) -> tf.data.Dataset:
     """Every eval row exactly once, in batches of the static size TPUs need.
 
     Dropping the last partial batch (86 eval rows at 64 per replica lose 22)
     would bias every evaluation; instead each row carries a weight, the last
     batch is padded to `batch_size` with weight-0 rows, and all-padding
     batches follow until each of this pipeline's `replicas` gets a batch in the
-    last step. The eval metrics weight by it, so they equal the metrics over
-    exactly the real rows.
+    last step, or, given `total`, until there are `total` batches (what every
+    input pipeline yields: eval_batches_per_pipeline). The eval metrics weight
+    by it, so they equal the metrics over exactly the real rows.
     """
     def weighted(serialized):
         features, labels = split_label(tf.io.parse_example(serialized, feature_spec), label)
@@ -126,9 +178,11 @@ def _padded_eval_batches(records: tf.data.Dataset, feature_spec: dict, label: st
     if max_batches:
         ds = ds.take(max_batches)
     ds = ds.map(weighted, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    empty = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), ds.element_spec)
+    if total is not None:
+        return ds.concatenate(tf.data.Dataset.from_tensors(empty).repeat()).take(total)
     if replicas == 1:
         return ds
-    empty = tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), ds.element_spec)
     fillers = tf.data.Dataset.from_tensors((empty, True)).repeat(replicas - 1)
 
     def keep(count, element):

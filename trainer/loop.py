@@ -11,7 +11,7 @@ import tensorflow as tf
 import tf_keras
 
 from trainer.config import TrainerConfig
-from trainer.data import DatasetFn, per_replica_batch_size
+from trainer.data import DatasetFn, per_replica_batch_size, resumed
 from trainer.hooks import Checkpointer, Preemption, Profiler, Summaries
 from trainer.input_check import InputDiagnosis, check_input
 from trainer.outcome import ExportChoice
@@ -58,7 +58,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                         cfg.checkpoints_to_keep, **state.checkpointed())
     ckpt.restore()
     step = initial_step = int(state.optimizer.iterations.numpy())
-    train_data = strategy.distribute_datasets_from_function(_resumed(train_dataset_fn, step, cfg))
+    train_data = strategy.distribute_datasets_from_function(
+        resumed(train_dataset_fn, step, cfg.gradient_accumulation_steps))
     train_iter = iter(train_data)
     eval_data = eval_dataset_fn and strategy.distribute_datasets_from_function(eval_dataset_fn)
     train_steps = make_train_steps(strategy, state, cfg)
@@ -136,16 +137,6 @@ def _choose_export(cfg: TrainerConfig, state: TrainState, step: int) -> ExportCh
         evals.load_best(state.model)
         return dataclasses.replace(choice, step=best_step, value=choice.best_value)
     return choice
-
-
-def _resumed(dataset_fn: DatasetFn, step: int, cfg: TrainerConfig) -> DatasetFn:
-    """Distributed iterators can't be checkpointed (tensorflow#56372): skip the
-    batches consumed before the checkpoint in the deterministic stream."""
-    def resumed_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        micro_batches_per_pipeline = step * cfg.gradient_accumulation_steps * (
-            ctx.num_replicas_in_sync // ctx.num_input_pipelines)
-        return dataset_fn(ctx).skip(micro_batches_per_pipeline)
-    return resumed_fn
 
 
 def _steps_to_next_boundary(step: int, cfg: TrainerConfig) -> int:

@@ -9,6 +9,7 @@ import tempfile
 
 import tensorflow as tf
 
+from trainer import pod
 from trainer.errors import StrategyError
 
 log = logging.getLogger(__name__)
@@ -63,13 +64,34 @@ def _tpu_attached() -> bool:
             or bool(os.environ.get("TPU_NAME")) or bool(os.environ.get("TPU_ACCELERATOR_TYPE")))
 
 
+def tpu_resolver(tpu: str) -> tf.distribute.cluster_resolver.TPUClusterResolver:
+    """The resolver for trainer.tpu, not yet connected. `local`: this VM's chips, an empty cluster spec
+    (one host). Otherwise a pod: one `worker` task per host, which this process, the only client, drives
+    (tensorflow/python/distribute/cluster_resolver/tpu/tpu_cluster_resolver.py, cluster_spec)."""
+    if pod.is_remote(tpu):
+        problem = pod.client_problem()
+        if problem:
+            raise StrategyError(f"trainer.tpu={tpu!r}: {problem}")
+    target = pod.target(tpu)
+    try:
+        return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=target)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise StrategyError(f"trainer.strategy=tpu: could not resolve TPU {target!r} (trainer.tpu): {e}") from e
+
+
 def _make_tpu(tpu: str) -> tf.distribute.TPUStrategy:
-    if tpu == "local" and not _tpu_attached():
+    if tpu == pod.LOCAL and not _tpu_attached():
         raise StrategyError("trainer.strategy=tpu but no TPU is attached to this machine "
                             "(no /dev/accel*, TPU_NAME or TPU_ACCELERATOR_TYPE); "
                             "set trainer.tpu to a TPU name or address, or pick another strategy")
+    problem = pod.local_slice_problem() if tpu == pod.LOCAL else None
+    if problem:
+        raise StrategyError(problem)
+    resolver = tpu_resolver(tpu)
+    if pod.is_remote(tpu):
+        hosts = resolver.cluster_spec().as_dict().get(resolver.task_type, [])
+        log.info("TPU pod client: %d hosts (%s)", len(hosts), ", ".join(hosts))
     try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, tf.errors.OpError, RuntimeError) as e:
@@ -77,16 +99,17 @@ def _make_tpu(tpu: str) -> tf.distribute.TPUStrategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
-def require_accelerator(required: str | None) -> None:
+def require_accelerator(required: str | None, tpu: str = pod.LOCAL) -> None:
     """Fail fast, before any training, when the accelerator the job was configured
-    for is absent: a GPU job in an image without CUDA would otherwise train on CPU."""
+    for is absent: a GPU job in an image without CUDA would otherwise train on CPU.
+    A pod's TPU is remote: connecting to it (in _make_tpu) is its check."""
     if required == "gpu":
         if not tf.config.list_physical_devices("GPU"):
             _refuse("trainer.require_accelerator=gpu but TensorFlow sees no GPU: the machine has none or the "
                     "image lacks TensorFlow's CUDA libraries (the gpu preset needs vertex.gpu_image, built "
                     "from infra/docker/Dockerfile.gpu); not training on CPU")
     elif required == "tpu":
-        if not _tpu_attached():
+        if not _tpu_attached() and not pod.is_remote(tpu):
             _refuse("trainer.require_accelerator=tpu but no TPU is attached to this machine "
                     "(no /dev/accel*, TPU_NAME or TPU_ACCELERATOR_TYPE); not training on CPU")
     elif required is not None:
@@ -101,10 +124,10 @@ def _refuse(message: str) -> None:
 def make_strategy(kind: str, tpu: str = "local", required_accelerator: str | None = None) -> tf.distribute.Strategy:
     """`kind` is trainer.strategy: auto | tpu | mirrored | multi_worker | default;
     `required_accelerator` is trainer.require_accelerator."""
-    require_accelerator(required_accelerator)
+    require_accelerator(required_accelerator, tpu)
     if kind == "auto":
         cluster = (_tf_config() or {}).get("cluster", {})
-        if _tpu_attached():
+        if _tpu_attached() or pod.is_remote(tpu):
             kind = "tpu"
         elif len(cluster.get("chief", [])) + len(cluster.get("worker", [])) > 1:
             kind = "multi_worker"
@@ -127,7 +150,8 @@ def make_strategy(kind: str, tpu: str = "local", required_accelerator: str | Non
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    """Only the chief exports and writes summaries; others write to temp dirs."""
+    """Only the chief exports and writes summaries; others write to temp dirs. Under TPUStrategy this
+    process is the only client, on a pod too (the other hosts run no trainer), so it is the chief."""
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
         return True

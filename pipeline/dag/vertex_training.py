@@ -41,15 +41,22 @@ def trainer_custom_config(config: Config) -> dict[str, Any]:
     job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(config)}
     if vertex.training_service_account:
         job_spec["service_account"] = vertex.training_service_account
-    if vertex.worker_pool.extra_workers:
-        # Synchronous multi-worker training cannot continue with one worker gone.
-        job_spec["scheduling"] = {"restart_job_on_worker_restart": True}
+    if vertex.worker_pool.extra_workers or vertex.worker_pool.is_tpu:
+        job_spec["scheduling"] = job_scheduling()
     return {
         CONFIG_KEY: trainer,
         ext.ENABLE_VERTEX_KEY: True,
         ext.VERTEX_REGION_KEY: vertex.region,
         ext.TRAINING_ARGS_KEY: {"project": vertex.project, "job_spec": job_spec, "labels": dict(vertex.labels)},
     }
+
+
+def job_scheduling() -> dict[str, Any]:
+    """A job that is "not resilient to workers leaving" restarts whole when one does (aiplatform_v1
+    Scheduling.restart_job_on_worker_restart, google/cloud/aiplatform_v1/types/custom_job.py): synchronous
+    workers, and a TPU slice, whose chips are one system set up once at start. The restarted job resumes
+    from its checkpoint. disable_retries would override it, so it stays unset."""
+    return {"restart_job_on_worker_restart": True}
 
 
 def worker_pool_specs(config: Config) -> list[dict[str, Any]]:

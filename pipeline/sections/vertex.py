@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from pipeline.sections.presets import PRESETS, Preset, PresetName
+from pipeline.sections.presets import PRESETS, Preset, PresetName, single_host_error
 from pipeline.sections.strings import (
     LABEL_KEY_RE,
     LABEL_VALUE_RE,
@@ -53,6 +53,9 @@ class WorkerPoolSection(Section):
         if self.accelerator_type is not None and prefix and not self.accelerator_type.startswith(prefix):
             raise ValueError(f"accelerator_type {self.accelerator_type} does not fit preset {self.preset} "
                              f"(expects {prefix}...)")
+        problem = single_host_error(self.spec, self.machine_spec)
+        if problem:
+            raise ValueError(problem)
         return self
 
     @property

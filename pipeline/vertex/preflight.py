@@ -16,7 +16,7 @@ from pipeline.cloud.google_apis import GoogleApis, denied_permission, error_reas
 from pipeline.cloud.preflight import API_ERRORS, FAIL, OK, UNKNOWN, Result, report, run_checks, short, stop_if_failed
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError
-from pipeline.sections.presets import cloud_tpu_type, tpu_cores
+from pipeline.sections.presets import cloud_tpu_type, single_host_error, tpu_cores
 from pipeline.vertex import access
 
 TERRAFORM = "infra/terraform's `terraform apply`"
@@ -180,12 +180,38 @@ def _subnetwork(sub: Submission, g: GoogleApis) -> list[Result]:
     return [Result(OK, check, "has Private Google Access")]
 
 
+def trainer_pools(job: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
+    """The worker pools of the Trainer's CustomJob in the job being sent (TFX's Vertex training args, in the
+    Trainer task's custom_config constant); None when no task asks for a CustomJob."""
+    from tfx.v1.extensions.google_cloud_ai_platform import TRAINING_ARGS_KEY
+
+    from pipeline.spec import model
+
+    for task in model.read(job.get("pipelineSpec", {})).tasks():
+        constant = task.inputs("parameters").get("custom_config", {}).get("runtimeValue", {}).get("constantValue", {})
+        try:
+            custom = json.loads(constant.get("stringValue") or "null")
+        except ValueError:
+            continue
+        args = custom.get(TRAINING_ARGS_KEY) if isinstance(custom, dict) else None
+        if isinstance(args, dict):
+            return list(args.get("job_spec", {}).get("worker_pool_specs", []))
+    return None
+
+
 def _tpu_quota(sub: Submission, g: GoogleApis) -> list[Result]:
+    """The TPU the job asks for (the spec's Trainer pool, else the config's): one host, and within quota."""
     pool, region, project = sub.config.vertex.worker_pool, sub.config.vertex.region, sub.config.vertex.project
-    cores = tpu_cores(pool.spec, pool.machine_spec)
-    if cores is None:
+    if pool.spec.tpu_generation is None:
         return []
-    check = f"TPU {cloud_tpu_type(pool.spec, pool.machine_spec)} (preset {pool.preset})"
+    pools = trainer_pools(sub.job)
+    machine_spec = pools[0].get("machine_spec", {}) if pools else pool.machine_spec
+    problem = single_host_error(pool.spec, machine_spec)
+    if problem:
+        return [Result(FAIL, f"TPU (preset {pool.preset})", f"the spec's Trainer CustomJob: {problem}",
+                       "set vertex.worker_pool to one TPU host and compile again (make compile)")]
+    cores = tpu_cores(pool.spec, machine_spec)
+    check = f"TPU {cloud_tpu_type(pool.spec, machine_spec)} (preset {pool.preset})"
     if pool.spec.training_quota is None:
         return [Result(UNKNOWN, check, "no Vertex AI custom-training quota metric is known for it; not checked",
                        f"see IAM & Admin > Quotas for Vertex AI TPU training in {region}")]
