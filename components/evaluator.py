@@ -32,12 +32,13 @@ class Executor(evaluator_executor.Executor):
             input_dict = {**input_dict, BASELINE: []}
         exec_properties = {**exec_properties, CUSTOM_EXTRACTORS: EXTRACTORS_FN}
         tf.autograph.experimental.do_not_convert(super().Do)(input_dict, output_dict, exec_properties)
-        found = gated_metric(exec_properties[standard_component_specs.EVAL_CONFIG_KEY],
-                             output_dict[standard_component_specs.EVALUATION_KEY][0].uri)
+        evaluation = output_dict.get(standard_component_specs.EVALUATION_KEY)
+        blessing = output_dict.get(standard_component_specs.BLESSING_KEY)
+        found = gated_metric(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], evaluation[0].uri) \
+            if evaluation and blessing else None
         if found is not None:
-            blessing = output_dict[standard_component_specs.BLESSING_KEY][0]
-            blessing.set_string_custom_property(MAIN_METRIC, found[0])
-            blessing.set_float_custom_property(MAIN_METRIC_VALUE, found[1])
+            blessing[0].set_string_custom_property(MAIN_METRIC, found[0])
+            blessing[0].set_float_custom_property(MAIN_METRIC_VALUE, found[1])
 
 
 def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float] | None:

@@ -289,3 +289,15 @@ def test_k8s_manifest_reads_gcs_and_probes_both_ports():
     assert docs["ServiceAccount"]["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].startswith(
         "penguin-serving@")
     assert {p["port"] for p in docs["Service"]["spec"]["ports"]} == {8500, 8501}
+
+
+def test_only_the_pipeline_publishes_run_outcomes_and_failed_jobs_alert(tf):
+    """The notify topic (docs/retraining.md, "Notifications") and the backstop for a run whose exit handler
+    never ran: an alert on the project's failed pipeline jobs."""
+    topic = tf["resource"]["google_pubsub_topic"]["pipeline_runs"]
+    assert topic["name"] == "${var.name}-pipeline-runs"
+    publishers = [g for g in grants(tf) if g.role == "roles/pubsub.publisher"]
+    assert [(g.member, g.target) for g in publishers] == [(sa("pipeline"), "${google_pubsub_topic.pipeline_runs.id}")]
+    [condition] = tf["resource"]["google_monitoring_alert_policy"]["failed_pipeline_jobs"]["conditions"]
+    assert "aiplatform.googleapis.com/PipelineJob" in condition["condition_matched_log"][0]["filter"]
+    assert {"pubsub.googleapis.com", "monitoring.googleapis.com"} <= set(tf["locals"]["apis"])

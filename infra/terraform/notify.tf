@@ -11,9 +11,10 @@ resource "google_pubsub_topic" "pipeline_runs" {
 
 # Only the pipeline's steps publish (its exit handler); nobody else may write to the topic.
 resource "google_pubsub_topic_iam_member" "pipeline_publishes" {
-  topic  = google_pubsub_topic.pipeline_runs.id
-  role   = "roles/pubsub.publisher"
-  member = "serviceAccount:${google_service_account.pipeline.email}"
+  topic      = google_pubsub_topic.pipeline_runs.id
+  role       = "roles/pubsub.publisher"
+  member     = "serviceAccount:${google_service_account.pipeline.email}"
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_monitoring_notification_channel" "email" {
