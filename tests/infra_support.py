@@ -170,7 +170,8 @@ def grants(tf: dict) -> list[Grant]:
         if not rtype.endswith("_iam_member"):
             continue
         for name, body in named.items():
-            target_key = next(k for k in ("bucket", "repository", "service_account_id", "topic", "project") if k in body)
+            target_key = next(k for k in ("bucket", "repository", "service_account_id", "topic", "project")
+                              if k in body)
             condition = body.get("condition", [{}])[0].get("expression")
             for key, value in _instances(tf, body.get("for_each")):
                 def fill(text, key=key, value=value):
