@@ -37,3 +37,12 @@ class LeaseBusy(ComponentError, RuntimeError):
 
 class LeaseLost(ComponentError, RuntimeError):
     """This run's gs:// lease was taken over (it expired): another run may now be writing."""
+
+
+class TuningFailed(ComponentError, RuntimeError):
+    """The search found no hyperparameters: too many trials failed, or the Vertex job failed or was cancelled;
+    the message names the trials or the job and its error."""
+
+
+class NoTuningToReuse(ComponentError, LookupError):
+    """tuning.reuse: latest, but no search has run on this root; the message names where it looked."""

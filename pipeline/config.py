@@ -20,6 +20,7 @@ from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer import pod
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.feature_config import FeatureConfig
+from trainer.tuning import Range, TuningConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -290,6 +291,8 @@ class Config(Section):
     # Required to build the pipeline; optional here so config-only tools load without it.
     features: Optional[FeatureConfig] = None
     evaluator: EvaluatorSection = EvaluatorSection()
+    # Present only to tune the trainer's hyperparameters before training (trainer/tuning.py, docs/tuning.md).
+    tuning: Optional[TuningConfig] = None
     # Present only when the pipeline targets Vertex AI (configs/vertex.yaml).
     vertex: Optional[VertexSection] = None
     dataflow: Optional[DataflowSection] = None
@@ -310,6 +313,11 @@ class Config(Section):
             raise ValueError(
                 f"trainer.eval_every_steps ({self.trainer.eval_every_steps}) exceeds "
                 f"trainer.train_steps ({self.trainer.train_steps})")
+        steps = self.tuning.search_space.get("train_steps") if self.tuning else None
+        if steps is not None and min(steps.values if not isinstance(steps, Range) else [steps.min]) < \
+                self.trainer.eval_every_steps:
+            raise ValueError(f"tuning.space.train_steps goes below trainer.eval_every_steps "
+                             f"({self.trainer.eval_every_steps}): such a trial would never evaluate")
         if self.data.analyzer_cache and not self.data.spans:
             raise ValueError("data.analyzer_cache keeps one cache entry per span: it needs data.spans")
         if self.dataflow is not None and self.dataflow.enabled and self.vertex is None:

@@ -64,6 +64,8 @@ class TrainerConfig(Section):
     gradient_accumulation_steps: int = Field(1, ge=1)
     hidden_units: list[int] = [16, 16]
     l2: float = Field(0.0, ge=0)
+    # Dropout after each hidden layer while training; 0: none (the model has no dropout layers).
+    dropout: float = Field(0.0, ge=0, lt=1)
     jit_compile: bool = False
     seed: int = 42
     deterministic: bool = True

@@ -42,15 +42,17 @@ ExportFn = Callable[[tf_keras.Model, str], object]
 def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData], *,
                    checkpoint_dir: str, logdir: Optional[str],
                    export_dir: Optional[str], export: ExportFn,
-                   init_model: Optional[Callable[[tf_keras.Model], object]] = None) -> Fitted:
+                   init_model: Optional[Callable[[tf_keras.Model], object]] = None,
+                   strategy: Optional[tf.distribute.Strategy] = None) -> Fitted:
     """Train under the strategy cfg.strategy picks, then export unless preempted.
 
     `read_data` runs only once the strategy exists: TPU and multi-worker set-up
     must come before anything else uses TF, and reading a vocabulary may.
     With `export_dir` None nothing is exported. `init_model` (e.g. a warm start)
-    gets the freshly built model before training; a resumed checkpoint still wins.
+    gets the freshly built model before training; a resumed checkpoint still wins. `strategy`: one built
+    already (a search's trials share one: a TPU system is initialized once per process).
     """
-    strategy = make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
+    strategy = strategy or make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
     data = read_data()
     train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, label=data.label,
                                  training=True,

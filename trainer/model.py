@@ -25,7 +25,8 @@ class TabularModel(tf_keras.Model):
     category sizes come from Transform's schema, not from the data at run time.
     """
 
-    def __init__(self, layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0, **kwargs):
+    def __init__(self, layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0,
+                 dropout: float = 0.0, **kwargs):
         super().__init__(**kwargs)
         self.layout = layout
         reg = tf_keras.regularizers.L2(l2) if l2 else None
@@ -34,10 +35,12 @@ class TabularModel(tf_keras.Model):
                            for c in layout.categorical if c.embedding_dim}
         self.hidden = [tf_keras.layers.Dense(u, activation="relu", kernel_regularizer=reg)
                        for u in hidden_units]
+        # Without dropout the model has no dropout layers: its structure is what it was before trainer.dropout.
+        self.dropouts = [tf_keras.layers.Dropout(dropout) for _ in hidden_units] if dropout else []
         # Outputs stay float32 under mixed precision: softmax/loss need the range.
         self.logits = tf_keras.layers.Dense(width, dtype="float32")
 
-    def call(self, inputs):
+    def call(self, inputs, training=None):
         parts = [tf.reshape(tf.cast(inputs[n], tf.float32), [-1, 1]) for n in self.layout.dense]
         for c in self.layout.categorical:
             ids = tf.reshape(inputs[c.name], [-1])
@@ -46,14 +49,17 @@ class TabularModel(tf_keras.Model):
             else:
                 parts.append(tf.one_hot(ids, c.size))
         x = tf.concat(parts, axis=1)
-        for layer in self.hidden:
+        for i, layer in enumerate(self.hidden):
             x = layer(x)
+            if self.dropouts:
+                x = self.dropouts[i](x, training=training)
         return self.logits(x)
 
 
-def build_model(layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0) -> TabularModel:
+def build_model(layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0,
+                dropout: float = 0.0) -> TabularModel:
     """Build and create the variables (needed before checkpoint restore and strategy.run)."""
-    model = TabularModel(layout, width, hidden_units, l2)
+    model = TabularModel(layout, width, hidden_units, l2, dropout)
     model(dummy_batch(layout))
     return model
 
@@ -65,7 +71,7 @@ def dummy_batch(layout: ModelLayout, rows: int = 1) -> dict[str, tf.Tensor]:
 
 
 def default_builder(layout: ModelLayout, width: int, cfg: TrainerConfig) -> tf_keras.Model:
-    return build_model(layout, width, cfg.hidden_units, cfg.l2)
+    return build_model(layout, width, cfg.hidden_units, cfg.l2, cfg.dropout)
 
 
 def load_builder(import_path: Optional[str]) -> ModelBuilder:

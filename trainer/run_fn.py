@@ -10,7 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import outcome
+from trainer import outcome, tuning
 from trainer.config import TrainerConfig
 from trainer.errors import PreemptedError
 from trainer.export import export_serving_model
@@ -36,25 +36,44 @@ def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):
     return lambda model: warm_start(model, base, assets)
 
 
+class FnArgsData:
+    """Transform's output as TFX's FnArgs names it, read once the strategy exists (trainer/fit.py): what the
+    Trainer and a tuning trial (trainer/trial.py) train on. `spec` is set once read; the export needs it."""
+
+    def __init__(self, fn_args, cfg: TrainerConfig):
+        self.fn_args, self.cfg = fn_args, cfg
+        self.tft_output = tft.TFTransformOutput(fn_args.transform_graph_path)  # the Trainer's and the Tuner's
+        self.spec: Optional[TrainingSpec] = None
+
+    def __call__(self) -> TransformedData:
+        fn_args = self.fn_args
+        self.spec = spec = training_spec(fn_args.custom_config, self.tft_output, fn_args.train_files)
+        return TransformedData(fn_args.train_files, fn_args.eval_files, self.tft_output.transformed_feature_spec(),
+                               label=spec.layout.label, task=spec.task, model_fn=lambda: spec.build_model(self.cfg))
+
+
+def trainer_config(fn_args) -> TrainerConfig:
+    """The trainer section, with the tuned values when the Trainer takes a HyperParameters artifact (TFX reads
+    its best_hyperparameters.txt into fn_args.hyperparameters: KerasTuner's config, {"space", "values"})."""
+    cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
+    tuned = getattr(fn_args, "hyperparameters", None)
+    if tuned:
+        cfg = tuning.apply(cfg, tuned.get("values", {}))
+        log.info("hyperparameters from the tuning: %s", tuned.get("values", {}))
+    return cfg
+
+
 def run_fn(fn_args) -> None:
     cpu_start = time.process_time()  # the Trainer's CPU seconds, for the run's cost (pipeline/runs/cost.py)
-    cfg = TrainerConfig.model_validate(fn_args.custom_config[CONFIG_KEY])
-    tft_output = tft.TFTransformOutput(fn_args.transform_output)
-    spec: Optional[TrainingSpec] = None  # read_data sets it; the export needs its task and features
-
-    def read_data() -> TransformedData:
-        nonlocal spec
-        spec = training_spec(fn_args.custom_config, tft_output, fn_args.train_files)
-        return TransformedData(fn_args.train_files, fn_args.eval_files, tft_output.transformed_feature_spec(),
-                               label=spec.layout.label, task=spec.task, model_fn=lambda: spec.build_model(cfg))
-
+    cfg = trainer_config(fn_args)
+    data = FnArgsData(fn_args, cfg)
     fitted = fit_and_export(
-        cfg, read_data,
+        cfg, data,
         checkpoint_dir=cfg.checkpoint_dir or os.path.join(fn_args.model_run_dir, "checkpoints"),
         logdir=fn_args.model_run_dir, export_dir=fn_args.serving_model_dir,
-        export=lambda model, directory: export_serving_model(model, tft_output, spec.task, spec.resolved,
-                                                             directory),
-        init_model=_warm_start(cfg, fn_args, tft_output))
+        export=lambda model, directory: export_serving_model(model, data.tft_output, data.spec.task,
+                                                             data.spec.resolved, directory),
+        init_model=_warm_start(cfg, fn_args, data.tft_output))
     if fitted.result.preempted:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
     log.info("exported %s after %d steps: %s", fitted.export_dir, fitted.result.step,

@@ -25,13 +25,15 @@ def checks_new_span(config: Config) -> bool:
 
 def training_config_digest(config: Config, code_version: str) -> str:
     """The digest of what decides the model besides the data and the schema file: the features and trainer
-    sections, the split, the Trainer's machines on Vertex, and the code (docs/retraining.md lists them). A
+    sections, the split, the Trainer's machines on Vertex, the tuning section, and the code (docs/retraining.md). A
     change to any of them makes the run new; evaluator, gates, Beam, caching and where things live do not."""
     decides = {"features": config.features.model_dump() if config.features else None,
                "trainer": config.trainer.model_dump(),
                "split": [config.data.train_buckets, config.data.eval_buckets],
                "worker_pool": config.vertex.worker_pool.model_dump() if config.vertex else None,
-               "code": code_version}
+               "code": code_version,
+               # Only when set, so a config without one keeps its digest.
+               **({"tuning": config.tuning.model_dump()} if config.tuning else {})}
     return hashlib.sha256(json.dumps(decides, sort_keys=True, default=str).encode()).hexdigest()
 
 

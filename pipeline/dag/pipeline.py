@@ -1,5 +1,5 @@
 """The DAG: snapshot -> ExampleGen -> statistics/schema -> validation -> Transform
--> Trainer -> Evaluator (vs the model serving now) -> Pusher."""
+-> (Tuner) -> Trainer -> Evaluator (vs the model serving now) -> Pusher."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from pipeline.dag.conditions import checks_new_span, only_with_new_span, trainin
 from pipeline.dag.evaluation import eval_config
 from pipeline.dag.run_lease import first_task, lease_everything
 from pipeline.dag.splits import split_output
+from pipeline.dag.tuning import tuning_step
 from pipeline.dag.vertex_training import trainer_class, trainer_custom_config
 from pipeline.data.checks import check_features
 from pipeline.runs.lineage import CODE_VERSION_KEY, code_version
@@ -117,6 +118,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
         # trainer.warm_start, the model whose weights training starts from (trainer/warm_start.py).
         serving_model = ServingModel(serving_dir=config.pipeline.serving_dir).with_id(SERVING_MODEL_ID)
 
+        # With a tuning section, the search over the trainer's hyperparameters, each trial trained by the same loop
+        # (components/tuner/; on Vertex a HyperparameterTuningJob of the Trainer's CustomJob); with
+        # tuning.reuse: latest, the last search's result on this root instead. None without one.
+        tuner = tuning_step(config, examples=transform.outputs["transformed_examples"],
+                            transform_graph=transform.outputs["transform_graph"], schema=schema_gen.outputs["schema"],
+                            custom_config={**features, CODE_VERSION_KEY: code})
+
         # On Vertex the same run_fn runs as a CustomJob on the configured TPU/GPU/CPU pool.
         trainer = trainer_class(config)(
             run_fn=RUN_FN,
@@ -124,6 +132,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             transform_graph=transform.outputs["transform_graph"],
             schema=schema_gen.outputs["schema"],
             base_model=serving_model.outputs["model"] if config.trainer.warm_start else None,
+            hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
             # The loop counts its own steps from the trainer config; TFX's
             # train_args only need to agree for its bookkeeping.
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
@@ -152,7 +161,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
                     base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
     components = [snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
-                  serving_model, trainer, evaluator, pusher]
+                  *([tuner] if tuner else []), serving_model, trainer, evaluator, pusher]
     if run_lease:
         lease = first_task(config)
         lease_everything(lease, components)

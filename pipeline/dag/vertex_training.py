@@ -15,10 +15,10 @@ from trainer.run_fn import CONFIG_KEY
 
 def trainer_class(config: Config) -> type:
     """TFX's Vertex training extension runs the same run_fn inside a CustomJob."""
-    return _vertex_extension().Trainer if config.vertex else Trainer
+    return vertex_extension().Trainer if config.vertex else Trainer
 
 
-def _vertex_extension():
+def vertex_extension():
     # Imported on demand: it pulls in google-cloud-aiplatform, which local runs don't need.
     from tfx.v1.extensions import google_cloud_ai_platform
 
@@ -28,7 +28,7 @@ def _vertex_extension():
 def trainer_custom_config(config: Config) -> dict[str, Any]:
     if config.vertex is None:
         return {CONFIG_KEY: config.trainer.model_dump()}
-    ext = _vertex_extension()
+    ext = vertex_extension()
     vertex = config.vertex
     # checkpoint_dir stays empty unless set (then gs://, see Config): run_fn
     # then checkpoints under the Trainer's model_run dir, which on Vertex is
