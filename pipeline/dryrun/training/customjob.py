@@ -12,10 +12,18 @@ from pathlib import Path
 from typing import Callable
 
 import grpc
-from google.cloud.aiplatform_v1.types import custom_job, job_service, job_state, pipeline_job, pipeline_service
-from google.protobuf import json_format
+from google.cloud.aiplatform_v1.types import (
+    custom_job,
+    hyperparameter_tuning_job,
+    job_service,
+    job_state,
+    pipeline_job,
+    pipeline_service,
+)
+from google.protobuf import empty_pb2, json_format
 
 from pipeline.dryrun.job_board import JobBoard
+from pipeline.dryrun.training.tuning import TuningService
 from pipeline.dryrun.training.workers import JobRun
 from pipeline.errors import JobRefused
 
@@ -29,6 +37,10 @@ _Create = job_service.CreateCustomJobRequest.pb()
 _Get = job_service.GetCustomJobRequest.pb()
 _GetPipelineJob = pipeline_service.GetPipelineJobRequest.pb()
 _PipelineJob = pipeline_job.PipelineJob.pb()
+_Tuning = hyperparameter_tuning_job.HyperparameterTuningJob.pb()
+_TUNING_CALLS = {"CreateHyperparameterTuningJob": job_service.CreateHyperparameterTuningJobRequest.pb(),
+                 "GetHyperparameterTuningJob": job_service.GetHyperparameterTuningJobRequest.pb(),
+                 "CancelHyperparameterTuningJob": job_service.CancelHyperparameterTuningJobRequest.pb()}
 
 
 class VertexEmulator:
@@ -40,6 +52,8 @@ class VertexEmulator:
         self.project, self.region, self.host = project, region, f"{region}-aiplatform.googleapis.com"
         self.workdir, self.start_job, self.report, self.board = workdir, start_job, report, board
         self.jobs: dict[str, tuple[JobRun, object]] = {}
+        # HyperparameterTuningJobs, whose trials are CustomJobs started as start_job starts the Trainer's.
+        self.tuning = TuningService(f"projects/{project}/locations/{region}", start_job, workdir / "tuning", report)
         self.errors: list[str] = []
         self._lock = threading.Lock()
 
@@ -66,6 +80,7 @@ class VertexEmulator:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.tuning.stop()
         for run, _ in self.jobs.values():
             run.stop()
         self._proxy.shutdown()
@@ -112,6 +127,28 @@ class VertexEmulator:
         return answer
 
 
+    # -- what the Tuner's client (components/tuner/vertex_job.py) calls ----------
+
+    def create_tuning(self, request, context):
+        job = json_format.MessageToDict(request.hyperparameter_tuning_job, preserving_proto_field_name=True)
+        try:
+            return json_format.ParseDict(self.tuning.create(request.parent, job), _Tuning())
+        except JobRefused as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, self.refuse(str(e)))
+
+    def get_tuning(self, request, context):
+        try:
+            return json_format.ParseDict(self.tuning.get(request.name), _Tuning())
+        except KeyError as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+
+    def cancel_tuning(self, request, context):
+        try:
+            self.tuning.cancel(request.name)
+        except KeyError as e:
+            context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+        return empty_pb2.Empty()
+
     def get_pipeline_job(self, request, context):
         found = self.board.get(request.name)
         if found is None:
@@ -129,14 +166,22 @@ class _Handler(grpc.GenericRpcHandler):
             return grpc.unary_unary_rpc_method_handler(self.emulator.create, _Create.FromString, serialize)
         if details.method == _SERVICE + "GetCustomJob":
             return grpc.unary_unary_rpc_method_handler(self.emulator.get, _Get.FromString, serialize)
+        tuning = details.method[len(_SERVICE):] if details.method.startswith(_SERVICE) else ""
+        if tuning in _TUNING_CALLS:
+            handler = {"CreateHyperparameterTuningJob": self.emulator.create_tuning,
+                       "GetHyperparameterTuningJob": self.emulator.get_tuning,
+                       "CancelHyperparameterTuningJob": self.emulator.cancel_tuning}[tuning]
+            answer = empty_pb2.Empty if tuning.startswith("Cancel") else _Tuning
+            return grpc.unary_unary_rpc_method_handler(handler, _TUNING_CALLS[tuning].FromString,
+                                                       answer.SerializeToString)
         if details.method == _GET_PIPELINE_JOB:
             return grpc.unary_unary_rpc_method_handler(self.emulator.get_pipeline_job, _GetPipelineJob.FromString,
                                                        _PipelineJob.SerializeToString)
 
         def unimplemented(request, context):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, self.emulator.refuse(
-                f"{details.method} is not emulated (only JobService CreateCustomJob and GetCustomJob, and "
-                "PipelineService GetPipelineJob, are)"))
+                f"{details.method} is not emulated (only JobService CreateCustomJob, GetCustomJob and Create, Get "
+                "and CancelHyperparameterTuningJob, and PipelineService GetPipelineJob, are)"))
         return grpc.unary_unary_rpc_method_handler(unimplemented, lambda b: b, lambda b: b)
 
 
