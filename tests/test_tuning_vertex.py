@@ -28,7 +28,8 @@ from tests.fake_tuning import PARENT, FakeTuning
 from trainer.features import CONFIG_KEY as FEATURES_KEY
 
 SPACE = ("tuning.space={learning_rate: {min: 0.0001, max: 0.1, scale: log}, hidden_units: {values: [[16, 16], "
-         "[64, 32]]}, global_batch_size: {values: [128, 256]}, train_steps: {min: 500, max: 2000, step: 500}}")
+         "[64, 32]]}, global_batch_size: {values: [128, 256]}, train_steps: {min: 500, max: 2000, step: 500}, "
+         "dropout: {min: 0.0, max: 0.3}}")
 
 
 def _config(*overrides):
@@ -88,6 +89,7 @@ def test_the_trials_are_the_trainers_customjob_with_the_trial_command_and_the_sp
                                      "categorical_value_spec": {"values": ["16,16", "64,32"]}}
     assert specs["global_batch_size"]["discrete_value_spec"] == {"values": [128.0, 256.0]}
     assert specs["train_steps"]["discrete_value_spec"] == {"values": [500.0, 1000.0, 1500.0, 2000.0]}
+    assert specs["dropout"]["double_value_spec"] == {"min_value": 0.0, "max_value": 0.3}  # proto3 JSON drops the 0
 
 
 def test_the_job_is_sent_polled_and_its_best_trial_becomes_the_record(tmp_path, stand_in):
@@ -110,8 +112,9 @@ def test_the_job_is_sent_polled_and_its_best_trial_becomes_the_record(tmp_path, 
     assert all(t.values["hidden_units"] in ("16,16", "64,32") for t in found.trials)
     assert found.hours_are == "pool-hours" and found.replicas == 1 and found.best_trial.step == 40
     # The trials ran two at a time, each with Vertex's --<parameter_id>=<value> arguments.
-    assert all(sorted(a.split("=")[0] for a in t.args) == ["--global_batch_size", "--hidden_units",
+    assert all(sorted(a.split("=")[0] for a in t.args) == ["--dropout", "--global_batch_size", "--hidden_units",
                                                            "--learning_rate", "--train_steps"] for t in fake.trials)
+    assert all(0.0 <= float(t.values["dropout"]) <= 0.3 for t in fake.trials)
 
 
 @pytest.mark.parametrize("breaks, field", [
@@ -152,10 +155,16 @@ def test_too_many_failed_trials_fail_the_job_and_the_tuner_names_them(tmp_path, 
     assert len(fake.trials) <= 3  # stopped at the limit, not run to max_trial_count
 
 
-def test_a_trial_that_reports_nothing_is_infeasible():
-    from pipeline.dryrun.training.tuning import _last_report
-
-    assert _last_report(__import__("pathlib").Path("/nonexistent/metrics"), "auc") is None
+def test_a_trial_that_reports_no_objective_is_infeasible_and_loses(tmp_path, stand_in):
+    fake, client = stand_in
+    fake.metric = "accuracy"
+    fake.objective = lambda values: None if values["hidden_units"] == "16,16" else 0.9
+    props, custom = _properties(_config("tuning.max_failed_trials=4"))
+    found = vertex_job.tune(_inputs(tmp_path), props, custom, client=client, poll_seconds=0.02)
+    silent = [t for t in found.trials if t.values["hidden_units"] == "16,16"]
+    assert silent and all(t.state == "FAILED" and "reported no 'accuracy' to CLOUD_ML_HP_METRIC_FILE" in t.error
+                          for t in silent)
+    assert found.best_trial.values["hidden_units"] == "64,32"
 
 
 def test_a_stopped_tuner_cancels_its_job_and_the_trials_stop(tmp_path, stand_in):

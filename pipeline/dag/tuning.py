@@ -8,12 +8,12 @@ from typing import Any, Optional
 from tfx.dsl.components.base.base_node import BaseNode
 from tfx.proto import trainer_pb2, tuner_pb2
 
+from components.tuner.record import LATEST_TUNING_ID, TUNER_ID
 from pipeline.config import Config, join
 from pipeline.dag.vertex_training import trainer_custom_config, vertex_extension
 from trainer.run_fn import CONFIG_KEY
 
 TUNER_FN = "components.tuner.search.tuner_fn"
-TUNER_ID, LATEST_TUNING_ID = "Tuner", "LatestTuning"
 
 
 def tuning_dir(config: Config) -> str:

@@ -1,4 +1,4 @@
-"""What a run's training cost: the trainer's pool-hours and, from the configured prices, an estimate.
+"""What a run's training cost: the trainer's and the tuning trials' pool-hours and, from the prices, an estimate.
 Why and sources: docs/internals.md."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from components.tuner.record import LATEST_TUNING_ID, TUNER_ID
 from pipeline.config import Config
 from pipeline.runs.summary import RunSummary
 from pipeline.sections.vertex import Price
@@ -19,15 +20,28 @@ class TrainerCost:
     price: Optional[Price] = None
     # Other presets with a price: the same hours at their price (their throughput not measured).
     others: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The tuning trials' hours in this run, in the same unit (components/tuner/record.py); None: no search ran.
+    tuning_hours: Optional[float] = None
+    tuning: str = ""  # what they are: "4 trials", "reused the last search", "from cache"
+
+    @property
+    def total_hours(self) -> Optional[float]:
+        """The trainer's and the trials' hours: what the estimate prices (trials x their accelerator hours)."""
+        if self.pool_hours is None and self.tuning_hours is None:
+            return None
+        return (self.pool_hours or 0.0) + (self.tuning_hours or 0.0)
 
     @property
     def usd(self) -> Optional[float]:
-        return None if self.price is None or self.pool_hours is None else self.pool_hours * self.price.usd_per_hour
+        hours = self.total_hours
+        return None if self.price is None or hours is None else hours * self.price.usd_per_hour
 
     def describe(self) -> str:
+        tuning = f"; tuning: {self.tuning}" + (f", {self.tuning_hours:.4f} h" if self.tuning_hours is not None
+                                               else "") if self.tuning else ""
         if self.pool_hours is None:
-            return f"trainer: {self.what}"
-        text = f"trainer: {self.pool_hours:.4f} {self.what}"
+            return f"trainer: {self.what}{tuning}"
+        text = f"trainer: {self.pool_hours:.4f} {self.what}{tuning}"
         if self.usd is not None:
             p = self.price
             text += (f"; estimated cost ${self.usd:.4f} at ${p.usd_per_hour}/h for {self.where} "
@@ -41,6 +55,34 @@ class TrainerCost:
 
 
 def trainer_cost(summary: RunSummary, config: Config) -> TrainerCost:
+    """The Trainer's hours plus the tuning trials' (they run on the Trainer's pool), priced together."""
+    cost = _trainer_cost(summary, config)
+    hours, what = _tuning_hours(summary)
+    if not what:
+        return cost
+    cost = dataclasses.replace(cost, tuning_hours=hours, tuning=what)
+    if cost.others:
+        total = cost.total_hours or 0.0
+        cost = dataclasses.replace(cost, others={name: total * price.usd_per_hour
+                                                 for name, price in config.vertex.prices.items() if name in cost.others})
+    return cost
+
+
+def _tuning_hours(summary: RunSummary) -> tuple[Optional[float], str]:
+    """The trials' hours in this run: none when the search came from cache or was reused (tuning.reuse)."""
+    if summary.component(LATEST_TUNING_ID) is not None:
+        return 0.0, "reused the last search"
+    tuner = summary.component(TUNER_ID)
+    if tuner is None:
+        return None, ""
+    if tuner.state == "cached":
+        return 0.0, "the Tuner came from cache: no trial ran in this run"
+    if summary.tuning is None:
+        return None, f"the Tuner {tuner.state}, no record"
+    return summary.tuning.hours, f"{len(summary.tuning.trials)} trials ({summary.tuning.hours_are})"
+
+
+def _trainer_cost(summary: RunSummary, config: Config) -> TrainerCost:
     vertex = config.vertex
     where = "local" if vertex is None else vertex.worker_pool.preset
     trainer = summary.component("Trainer")

@@ -90,6 +90,19 @@ def history(config: Config) -> list[Row]:
             for run in reader.runs(config.pipeline.name)]
 
 
+def tuning_cell(r: Row) -> str:
+    """The run's tuning: its trials and their hours, "reused", "cached", or "-" without a tuning step."""
+    cost = r.cost
+    if cost is None or not cost.tuning:
+        return "-"
+    if cost.tuning.startswith("reused"):
+        return "reused"
+    if cost.tuning.startswith("the Tuner came from cache"):
+        return "cached"
+    trials = cost.tuning.split(" ", 1)[0]
+    return f"{trials} trials {cost.tuning_hours:.4f}h" if cost.tuning_hours is not None else f"{trials} trials"
+
+
 def cost_cells(r: Row) -> tuple[str, str]:
     """The trainer-hours and estimated-cost cells of a row ("-" where there is no figure)."""
     hours = r.cost.pool_hours if r.cost is not None else None
@@ -103,20 +116,23 @@ def cost_note(rows: list[Row]) -> str:
     if not costs:
         return "trainer h: no run trained"
     last = costs[-1]
+    tuned = ("; tuning: the trials and their hours (same unit), counted in est. $"
+             if any(r.cost is not None and r.cost.tuning for r in rows) else "")
     if last.where == "local":
-        return "trainer h: CPU-hours the trainer used (a local run has no worker pool); est. $: none locally"
+        return ("trainer h: CPU-hours the trainer used (a local run has no worker pool); est. $: none locally"
+                + tuned)
     if last.price is None:
-        return f"trainer h: pool-hours on preset {last.where}; est. $: no price for it in vertex.prices"
+        return f"trainer h: pool-hours on preset {last.where}; est. $: no price for it in vertex.prices" + tuned
     p = last.price
     return (f"trainer h: pool-hours on preset {last.where}; est. $: at ${p.usd_per_hour}/h, read {p.read_on} "
-            f"from {p.source} (an estimate from a price list, not a bill)")
+            f"from {p.source} (an estimate from a price list, not a bill)" + tuned)
 
 
 def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
     if not rows:
         return "no runs yet"
     header = f"{'run':<27} {'spans':<22} {'rows':>5}  {'drift':<8} {metric_label:>8}  {'blessed':<7} " \
-             f"{'pushed':<11} {'outcome':<22} {'trainer h':>9} {'est. $':>8}  serving"
+             f"{'pushed':<11} {'outcome':<22} {'tuning':<18} {'trainer h':>9} {'est. $':>8}  serving"
     lines = [header]
     for r in rows:
         acc = f"{r.metric:.4f}" if r.metric is not None else "-"
@@ -124,7 +140,7 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
         hours, usd = cost_cells(r)
         lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
                      f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
-                     f"{hours:>9} {usd:>8}  {'<- serving now' if r.serving and r.pushed_version else ''}")
+                     f"{tuning_cell(r):<18} {hours:>9} {usd:>8}  {'<- serving now' if r.serving and r.pushed_version else ''}")
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
     return "\n".join(lines + [cost_note(rows)])
 

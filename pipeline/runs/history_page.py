@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 
 from pipeline.config import Config, join
 from pipeline.runs import html as page
-from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric
+from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric, tuning_cell
 from pipeline.runs.report import HISTORY_FILE
 
 
@@ -48,12 +48,12 @@ def history_figure(rows: list[Row], metric_label: str):
 
 
 def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy") -> str:
-    table = page.table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "trainer h",
-                    "est. $", "serving now"],
+    table = page.table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "tuning",
+                    "trainer h", "est. $", "serving now"],
                    [[i, r.run_id, r.spans, r.rows if r.rows is not None else "-", r.drift,
                      f"{r.metric:.4f}" if r.metric is not None else "-",
                      {True: "yes", False: "NO", None: "-"}[r.blessed], r.pushed_version or "-", r.outcome,
-                     *cost_cells(r), "yes" if r.serving and r.pushed_version else ""] for i, r in enumerate(rows, 1)])
+                     tuning_cell(r), *cost_cells(r), "yes" if r.serving and r.pushed_version else ""] for i, r in enumerate(rows, 1)])
     body = page.section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
                     + (f"<p class=dim>{page.escape(cost_note(rows))}</p>" if rows else ""))
     return page.PAGE.format(title=page.escape(f"{pipeline_name}: history of runs"), body=body)

@@ -18,6 +18,7 @@ from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
 from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
+from pipeline.runs.tuning_report import tuning_section  # noqa: E402
 
 REPORT_FILE = "report.html"
 # Beside the runs' directories: <root>/runs/history.html (history_page.py).
@@ -51,6 +52,7 @@ def render(summary: RunSummary, pipeline_name: str, cost: Optional[TrainerCost] 
         _overview(summary, pipeline_name, cost),
         _components(summary),
         _data(summary),
+        tuning_section(summary),
         _training(summary),
         _evaluation(summary),
         _snapshot(summary),

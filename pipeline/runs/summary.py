@@ -14,6 +14,7 @@ from google.protobuf import json_format
 from components.pusher import REMOVED_DEBRIS, UNCHANGED_VERSION
 from components.snapshot import newness
 from components.snapshot.component import WAITING_SPANS
+from components.tuner import record as tuning_record
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd
@@ -73,6 +74,9 @@ class RunSummary:
     # What the Trainer recorded (trainer/outcome.py): the exported step and its eval metric, the
     # input-bound diagnosis, its time; None when the Trainer did not run or wrote no record.
     trainer: Optional[Outcome] = None
+    # What the tuning step recorded (components/tuner/record.py): the Tuner's search, or LatestTuning's reuse of
+    # the last one; None without a tuning step.
+    tuning: Optional[tuning_record.TuningRecord] = None
 
     @property
     def exported(self) -> Optional[ExportChoice]:
@@ -143,6 +147,10 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     model_run = summary.output("Trainer", "ModelRun")
     if model_run is not None:
         summary.trainer = outcome.read(model_run.uri)
+    tuned = (summary.output(tuning_record.TUNER_ID, "TunerResults")
+             or summary.output(tuning_record.LATEST_TUNING_ID, "TunerResults"))
+    if tuned is not None:
+        summary.tuning = tuning_record.read(tuned.uri)
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")
     if anomalies is not None:
         summary.anomalies = mlmd.anomalies_of(reader.artifact(anomalies.id))
@@ -216,6 +224,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.gate_anomalies:
         lines.append("data gate: STOPPED the run before Transform; anomalies:")
         lines.extend(f"  {a}" for a in summary.gate_anomalies)
+    if summary.tuning is not None:
+        lines.append(f"tuning: {summary.tuning.describe()}")
     if summary.trainer is not None:
         lines.append(f"trained: exported {summary.trainer.export.describe()}")
         lines.append(f"input: {summary.trainer.input.describe()}" if summary.trainer.input

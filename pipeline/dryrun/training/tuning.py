@@ -141,7 +141,7 @@ class TuningService:
                         f"{job['study_spec'].get('algorithm', 'ALGORITHM_UNSPECIFIED')} NOT EMULATED: its trials "
                         "take random points of the space here")
         stored["_cancel"] = threading.Event()
-        threading.Thread(target=self._run, args=(stored,), daemon=True).start()
+        threading.Thread(target=self._guarded, args=(stored,), daemon=True).start()
         return self.get(name)
 
     def get(self, name: str) -> dict[str, Any]:
@@ -157,6 +157,16 @@ class TuningService:
         if job["state"] not in DONE:
             job["state"] = "JOB_STATE_CANCELLING"
             job["_cancel"].set()
+
+    def _guarded(self, job: dict[str, Any]) -> None:
+        """_run, and a failure of the stand-in itself fails the job (instead of leaving it running forever)."""
+        try:
+            self._run(job)
+        except Exception as e:  # noqa: BLE001 - reported on the job, which the client then raises
+            with self._lock:
+                job.update(state="JOB_STATE_FAILED", end_time=_now(),
+                           error={"code": 13, "message": f"the dry run's stand-in failed: {type(e).__name__}: {e}"})
+            self.report(f"  HyperparameterTuningJob {job['name']}: the stand-in failed: {e}")
 
     def _run(self, job: dict[str, Any]) -> None:
         """Trials `parallel_trial_count` at a time until max_trial_count; the job fails once
@@ -266,14 +276,16 @@ def _last_report(path: Path, metric: str) -> Optional[tuple[float, int]]:
 
 
 def _points(study: dict[str, Any], rng: random.Random):
-    """Endless random points of the space (log-uniform on UNIT_LOG_SCALE), values as Vertex passes them."""
+    """Endless random points of the space (log-uniform on UNIT_LOG_SCALE), values as Vertex passes them; the
+    same points for the same seed."""
     while True:
         point = {}
         for p in study["parameters"]:
             log = p.get("scale_type") == "UNIT_LOG_SCALE"
             if "double_value_spec" in p or "integer_value_spec" in p:
                 spec = p.get("double_value_spec") or p["integer_value_spec"]
-                low, high = float(spec["min_value"]), float(spec["max_value"])
+                # proto3 JSON leaves out zeros: a missing bound is 0.
+                low, high = float(spec.get("min_value", 0)), float(spec.get("max_value", 0))
                 x = math.exp(rng.uniform(math.log(low), math.log(high))) if log else rng.uniform(low, high)
                 point[p["parameter_id"]] = round(x) if "integer_value_spec" in p else x
             else:
