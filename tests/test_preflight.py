@@ -195,6 +195,21 @@ def test_a_spec_whose_trainer_spans_tpu_hosts_fails_the_tpu_check(serve, capsys,
     assert not any("consumerQuotaMetrics" in path for _, path in project.requests)  # refused before the quota
 
 
+def test_tuning_passes_the_backend_rules_and_warns_when_its_parallel_trials_exceed_the_tpu_quota(serve, capsys):
+    # 3 trials at once on the v5e preset's 4 cores each: 12 cores, and the terraformed project has 8.
+    tuning = ("tuning.trials=6", "tuning.parallel_trials=3")
+    code = main(["preflight", *ARGS, "--spec", str(vs.compiled_template(*tuning)), *serve(terraformed()),
+                 *[a for t in tuning for a in ("--set", t)]])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == EXIT_OK, "\n".join(lines)  # a warning does not stop submit
+    assert lines[0].startswith("ok   spec: keeps the"), lines[0]  # the spec with the Tuner keeps every rule
+    assert f"{TRAINING_SA} (vertex.training_service_account)" in "\n".join(lines)
+    [line] = [line for line in lines if "tuning" in line]
+    assert line.startswith(f"warn TPU for tuning (3 trial(s) at once): 3 parallel trials x 4 cores = 12 cores, above "
+                           f"the 8 {V5E_QUOTA} allows in us-central1"), line
+    assert line.endswith("fix: set tuning.parallel_trials to 2, or request more quota"), line
+
+
 def test_without_quota_permission_the_tpu_check_says_why(serve, capsys):
     project = terraformed()
     project.caller.discard("serviceusage.quotas.get")

@@ -81,6 +81,7 @@ def terraformed():
         grants={
             (PIPELINE_SA, "storage.objects.create", OBJECTS),  # objectUser on the whole bucket
             (PIPELINE_SA, "aiplatform.customJobs.create", PROJECT_RESOURCE),
+            (PIPELINE_SA, "aiplatform.hyperparameterTuningJobs.create", PROJECT_RESOURCE),  # aiplatform.user too
             (PIPELINE_SA, "dataflow.jobs.create", PROJECT_RESOURCE),
             (PIPELINE_SA, "iam.serviceAccounts.actAs", _account(training_sa)),
             (PIPELINE_SA, "iam.serviceAccounts.actAs", _account(DATAFLOW_SA)),

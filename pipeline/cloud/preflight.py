@@ -11,7 +11,8 @@ from google.auth import exceptions as auth_exc
 
 from pipeline.errors import CommandFailed
 
-OK, FAIL, UNKNOWN = "ok", "FAIL", "?"
+# warn: worth knowing before paying for the run, but not a reason to stop it (submit goes on).
+OK, FAIL, UNKNOWN, WARN = "ok", "FAIL", "?", "warn"
 # What a check that cannot reach its API raises; it then reports "?", not FAIL.
 API_ERRORS = (gexc.GoogleAPICallError, gexc.RetryError, requests.RequestException, auth_exc.TransportError)
 

@@ -60,6 +60,7 @@ def _mutable_readers() -> dict[str, str]:
     from components.run_lease import ReleaseRunLease, RunLease
     from components.serving_model import ServingModel
     from components.snapshot.component import Snapshot
+    from components.tuner.component import LatestTuning
 
     return {
         name_utils.get_full_name(RunLease.EXECUTOR_SPEC.executor_class):
@@ -70,6 +71,8 @@ def _mutable_readers() -> dict[str, str]:
             "reads the serving model's training-data record in pipeline.serving_dir, which every push changes",
         name_utils.get_full_name(ServingModel.EXECUTOR_SPEC.executor_class):
             "copies the model serving now from pipeline.serving_dir, which every push changes",
+        name_utils.get_full_name(LatestTuning.EXECUTOR_SPEC.executor_class):
+            "reads the last search's result under pipeline.root/tuning, which every search replaces",
         name_utils.get_full_name(Snapshot.EXECUTOR_SPEC.executor_class):
             "reads data.input_dir, which changes behind the same URI",
         name_utils.get_full_name(ImportSchemaGen.EXECUTOR_SPEC.executor_class):

@@ -46,6 +46,9 @@ def needs(config: Config) -> list[Need]:
         Need(*pipeline, "aiplatform.customJobs.create", project, "start the Trainer's CustomJob",
              grant="roles/aiplatform.user"),
     ]
+    if config.tuning is not None and config.tuning.reuse is None:
+        result.append(Need(*pipeline, "aiplatform.hyperparameterTuningJobs.create", project,
+                           "start the Tuner's HyperparameterTuningJob", grant="roles/aiplatform.user"))
     if vertex.training_service_account:
         training = ("vertex.training_service_account", vertex.training_service_account)
         result += [

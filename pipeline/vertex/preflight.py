@@ -13,7 +13,7 @@ from google.api_core import exceptions as gexc
 
 from pipeline.cloud import images
 from pipeline.cloud.google_apis import GoogleApis, denied_permission, error_reason, service
-from pipeline.cloud.preflight import API_ERRORS, FAIL, OK, UNKNOWN, Result, report, run_checks, short, stop_if_failed
+from pipeline.cloud.preflight import API_ERRORS, FAIL, OK, UNKNOWN, WARN, Result, report, run_checks, short, stop_if_failed
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from pipeline.sections.presets import cloud_tpu_type, single_host_error, tpu_cores
@@ -199,6 +199,39 @@ def trainer_pools(job: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
     return None
 
 
+def tuning_trials(job: dict[str, Any]) -> Optional[tuple[int, list[dict[str, Any]]]]:
+    """(parallel trials, the trials' worker pools) of the Tuner's HyperparameterTuningJob in the job being sent
+    (its tune_args and the trial job in its custom_config, pipeline/dag/tuning.py); None without a Tuner."""
+    from components.tuner.executor import TRIAL_JOB_KEY
+
+    from pipeline.spec import model
+
+    for task in model.read(job.get("pipelineSpec", {})).tasks():
+        parameters = task.inputs("parameters")
+        custom, tune_args = (json.loads(parameters.get(k, {}).get("runtimeValue", {}).get("constantValue", {})
+                                        .get("stringValue") or "null") for k in ("custom_config", "tune_args"))
+        if isinstance(custom, dict) and TRIAL_JOB_KEY in custom:
+            parallel = int((tune_args or {}).get("num_parallel_trials", 1))
+            return parallel, list(custom[TRIAL_JOB_KEY]["job_spec"]["worker_pool_specs"])
+    return None
+
+
+def _tuning_quota(spec, cores: int, limit: int, metric: str, region: str, job: dict[str, Any]) -> list[Result]:
+    """A warning when the trials running at once take more TPU cores than the quota allows: Vertex would hold
+    back or fail the trials beyond it (the Trainer alone fits: _tpu_quota's own check)."""
+    tuning = tuning_trials(job)
+    if tuning is None or limit < 0:
+        return []
+    parallel, pools = tuning
+    per_trial = sum((tpu_cores(spec, p.get("machine_spec", {})) or 0) * int(p.get("replica_count", 1)) for p in pools)
+    check = f"TPU for tuning ({parallel} trial(s) at once)"
+    if parallel * per_trial > limit:
+        return [Result(WARN, check, f"{parallel} parallel trials x {per_trial} cores = {parallel * per_trial} cores, "
+                       f"above the {limit} {metric} allows in {region}: trials beyond it wait or fail",
+                       f"set tuning.parallel_trials to {max(1, limit // per_trial)}, or request more quota")]
+    return [Result(OK, check, f"{parallel} x {per_trial} cores within {metric}'s {limit} in {region}")]
+
+
 def _tpu_quota(sub: Submission, g: GoogleApis) -> list[Result]:
     """The TPU the job asks for (the spec's Trainer pool, else the config's): one host, and within quota."""
     pool, region, project = sub.config.vertex.worker_pool, sub.config.vertex.region, sub.config.vertex.project
@@ -226,7 +259,8 @@ def _tpu_quota(sub: Submission, g: GoogleApis) -> list[Result]:
                        f"request more in IAM & Admin > Quotas ({pool.spec.training_quota}, region {region}), "
                        "or set vertex.region to a region with quota (TPU v5e: e.g. us-central1, europe-west4)")]
     allowed = "no limit" if limit < 0 else f"{limit}"
-    return [Result(OK, check, f"{metric} in {region}: {allowed}, the Trainer takes {cores} cores")]
+    return [Result(OK, check, f"{metric} in {region}: {allowed}, the Trainer takes {cores} cores"),
+            *_tuning_quota(pool.spec, cores, limit, metric, region, sub.job)]
 
 
 def regional_limit(metric: dict, region: str) -> Optional[int]:

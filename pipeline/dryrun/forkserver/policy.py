@@ -41,6 +41,10 @@ RUN_TIME_ENV: dict[str, tuple[str, ...]] = {
     # pytest names the test phase running in its process (so in each task of a test's dry run); only functions
     # read it (google/genai/_replay_api_client.py _debug_print, ipykernel/iostream.py OutStream.__init__).
     "PYTEST_CURRENT_TEST": (),
+    # What the tuning stand-in sets per trial (training/tuning.py): cloudml-hypertune reads both when a HyperTune
+    # is made (hypertune/hypertune.py, HyperTune.__init__), which a trial does after training.
+    "CLOUD_ML_HP_METRIC_FILE": (),
+    "CLOUD_ML_TRIAL_ID": (),
     "AIP_MODEL_DIR": _AIPLATFORM_ENV,
     "AIP_CHECKPOINT_DIR": _AIPLATFORM_ENV,
     "AIP_TENSORBOARD_LOG_DIR": _AIPLATFORM_ENV,
