@@ -1,4 +1,4 @@
-"""A tuned local run on the shared run's root (its Transform cached): TFX's Tuner with our executor searches with
+"""A tuned local run on the shared run's root: TFX's Tuner with our executor searches with
 KerasTuner and our loop, the trainer's own values first; the Trainer trains with the best trial's values and scores
 what that trial scored; the report, the summary and `history` show the trials; a rerun does not tune again."""
 
@@ -18,7 +18,9 @@ from pipeline.runs.report import write_report
 from tests.conftest import CONFIG
 from trainer.tuning import configured_point
 
-TUNING = ("tuning.trials=2",)
+# Short trainings: the run's cost is the pipeline's (the tuning section is part of the training key, so ExampleGen
+# and Transform run again), plus two trials and the Trainer.
+TUNING = ("tuning.trials=2", "trainer.train_steps=100", "trainer.eval_every_steps=50")
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def tuned(pipeline_run):
 def test_the_search_trains_our_loop_and_the_trainer_scores_what_its_best_trial_scored(tuned):
     config, [(summary, output), _] = tuned
     states = {c.name: c.state for c in summary.components}
-    assert states["Transform"] == "cached" and states["Tuner"] == "ran" and states["Trainer"] == "ran", output
+    assert states["Tuner"] == "ran" and states["Trainer"] == "ran", output
     found = summary.tuning
     assert [t.state for t in found.trials] == ["COMPLETED", "COMPLETED"] and found.where == "local"
     # The first trial is the trainer section's own values (components/tuner/search.py).
@@ -55,7 +57,7 @@ def test_the_search_trains_our_loop_and_the_trainer_scores_what_its_best_trial_s
     assert written["values"] == best.values
     # Kept for tuning.reuse: latest.
     assert record.latest(tuning_dir(config))[1] == written
-    assert f"tuning: 2 trials (2 completed), random" in output
+    assert "tuning: 2 trials (2 completed), random" in output
 
 
 def test_the_report_and_history_show_the_trials_and_their_hours(tuned):

@@ -18,8 +18,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
 from components.errors import TuningFailed
-from components.tuner import vertex_job
-from components.tuner.executor import TRIAL_JOB_KEY
+from components.tuner import TRIAL_JOB_KEY, vertex_job
 from components.tuner.trial import parse_values
 from pipeline.dag.tuning import tuner_custom_config
 from pipeline.dag.vertex_training import trainer_custom_config, vertex_extension

@@ -15,14 +15,10 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, json_utils
 
 from components.errors import TuningFailed
-from components.tuner import record, space
+from components.tuner import LATEST_DIR_KEY, TRIAL_JOB_KEY, record, space
 
 log = logging.getLogger(__name__)
 
-# custom_config keys the pipeline sets (pipeline/dag/tuning.py): the trials' Vertex CustomJob (present only on
-# Vertex: {"project", "region", "job_spec", "labels"}, the Trainer's job spec) and where the last search is kept.
-TRIAL_JOB_KEY = "tuning_trial_job"
-LATEST_DIR_KEY = "tuning_dir"
 BEST_KEY = standard_component_specs.BEST_HYPERPARAMETERS_KEY
 RESULTS_KEY = standard_component_specs.TUNER_RESULTS_KEY
 

@@ -21,8 +21,6 @@ RESULTS_FILE = "tuner_results.json"
 # The last search on a root, for tuning.reuse: latest (pipeline.root/tuning/<pipeline>/LATEST_FILE).
 LATEST_FILE = "latest.json"
 COMPLETED, FAILED = "COMPLETED", "FAILED"
-# The tuning step's node ids in the DAG (pipeline/dag/tuning.py), by which the run summary finds this record.
-TUNER_ID, LATEST_TUNING_ID = "Tuner", "LatestTuning"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,14 +7,13 @@ from typing import Any, Mapping, Union
 
 import keras_tuner
 
+from components.tuner import TUNING_KEY
 from trainer import features, tuning
 from trainer.config import TrainerConfig
 from trainer.run_fn import CONFIG_KEY
 from trainer.tasks import MAIN_METRICS
 from trainer.tuning import Choice, Objective, Range, TuningConfig
 
-# Where the pipeline passes the tuning section in the Tuner's custom_config (pipeline/dag/tuning.py).
-TUNING_KEY = "tuning"
 # DISCRETE values: "at least 1e-10 apart", "not more than 1,000 values" (aiplatform_v1 study.proto,
 # StudySpec.ParameterSpec.DiscreteValueSpec).
 MAX_DISCRETE_VALUES = 1000

@@ -43,7 +43,8 @@ def parse_values(args: list[str], keys: set[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m components.tuner.trial", description=__doc__)
-    parser.add_argument("--inputs", required=True, help="the Tuner's input artifacts, as TFX's Vertex client writes them")
+    parser.add_argument("--inputs", required=True,
+                        help="the Tuner's input artifacts, as TFX's Vertex client writes them")
     parser.add_argument("--exec-properties", required=True, help="the Tuner's execution properties (JSON)")
     args, hyperparameters = parser.parse_known_args(argv)
     exec_properties = json.loads(args.exec_properties)

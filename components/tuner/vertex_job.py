@@ -18,8 +18,7 @@ from google.cloud.aiplatform_v1.types import HyperparameterTuningJob, JobState, 
 from tfx.types import artifact_utils, standard_component_specs
 
 from components.errors import TuningFailed
-from components.tuner import record, space
-from components.tuner.executor import TRIAL_JOB_KEY
+from components.tuner import TRIAL_JOB_KEY, record, space
 from trainer import tuning
 
 log = logging.getLogger(__name__)
@@ -124,8 +123,9 @@ def wait(client: JobServiceClient, name: str, poll_seconds: float,
                                                      and succeeded):
         return job
     failures = "; ".join(f"trial {t.id}: {t.infeasible_reason}" for t in job.trials if t.infeasible_reason)
-    raise TuningFailed(f"HyperparameterTuningJob {name} ended {job.state.name}"
-                       + (f": {job.error.message}" if job.error.message else "") + (f" ({failures})" if failures else ""))
+    error = f": {job.error.message}" if job.error.message else ""
+    raise TuningFailed(f"HyperparameterTuningJob {name} ended {job.state.name}{error}"
+                       + (f" ({failures})" if failures else ""))
 
 
 class _stop_on_sigterm:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 from tfx.dsl.components.base.base_node import BaseNode
 from tfx.proto import trainer_pb2, tuner_pb2
 
-from components.tuner.record import LATEST_TUNING_ID, TUNER_ID
+from components.tuner import LATEST_DIR_KEY, LATEST_TUNING_ID, TRIAL_JOB_KEY, TUNER_ID, TUNING_KEY
 from pipeline.config import Config, join
 from pipeline.dag.vertex_training import trainer_custom_config, vertex_extension
 from trainer.run_fn import CONFIG_KEY
@@ -43,11 +43,9 @@ def tuner_custom_config(config: Config) -> dict[str, Any]:
     """The trainer and tuning sections and, on Vertex, the trials' CustomJob: the Trainer's own (image, pool,
     PJRT env, service account, scheduling: trainer_custom_config), under a key of its own so that nothing takes
     the Tuner for TFX's Vertex Trainer (pipeline/vertex/preflight.py trainer_pools)."""
-    from components.tuner.executor import LATEST_DIR_KEY, TRIAL_JOB_KEY
-    from components.tuner.space import TUNING_KEY
-
     trainer = trainer_custom_config(config)
-    custom = {CONFIG_KEY: trainer[CONFIG_KEY], TUNING_KEY: config.tuning.model_dump(), LATEST_DIR_KEY: tuning_dir(config)}
+    custom = {CONFIG_KEY: trainer[CONFIG_KEY], TUNING_KEY: config.tuning.model_dump(),
+              LATEST_DIR_KEY: tuning_dir(config)}
     if config.vertex is not None:
         ext = vertex_extension()
         custom[TRIAL_JOB_KEY] = {**trainer[ext.TRAINING_ARGS_KEY], "region": trainer[ext.VERTEX_REGION_KEY]}

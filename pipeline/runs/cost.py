@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from components.tuner.record import LATEST_TUNING_ID, TUNER_ID
+from components.tuner import LATEST_TUNING_ID, TUNER_ID
 from pipeline.config import Config
 from pipeline.runs.summary import RunSummary
 from pipeline.sections.vertex import Price
@@ -63,8 +63,9 @@ def trainer_cost(summary: RunSummary, config: Config) -> TrainerCost:
     cost = dataclasses.replace(cost, tuning_hours=hours, tuning=what)
     if cost.others:
         total = cost.total_hours or 0.0
-        cost = dataclasses.replace(cost, others={name: total * price.usd_per_hour
-                                                 for name, price in config.vertex.prices.items() if name in cost.others})
+        others = {name: total * price.usd_per_hour for name, price in config.vertex.prices.items()
+                  if name in cost.others}
+        cost = dataclasses.replace(cost, others=others)
     return cost
 
 

@@ -140,7 +140,8 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
         hours, usd = cost_cells(r)
         lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
                      f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
-                     f"{tuning_cell(r):<18} {hours:>9} {usd:>8}  {'<- serving now' if r.serving and r.pushed_version else ''}")
+                     f"{tuning_cell(r):<18} {hours:>9} {usd:>8}  "
+                     f"{'<- serving now' if r.serving and r.pushed_version else ''}")
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
     return "\n".join(lines + [cost_note(rows)])
 

@@ -53,7 +53,8 @@ def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "acc
                    [[i, r.run_id, r.spans, r.rows if r.rows is not None else "-", r.drift,
                      f"{r.metric:.4f}" if r.metric is not None else "-",
                      {True: "yes", False: "NO", None: "-"}[r.blessed], r.pushed_version or "-", r.outcome,
-                     tuning_cell(r), *cost_cells(r), "yes" if r.serving and r.pushed_version else ""] for i, r in enumerate(rows, 1)])
+                     tuning_cell(r), *cost_cells(r), "yes" if r.serving and r.pushed_version else ""]
+                    for i, r in enumerate(rows, 1)])
     body = page.section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
                     + (f"<p class=dim>{page.escape(cost_note(rows))}</p>" if rows else ""))
     return page.PAGE.format(title=page.escape(f"{pipeline_name}: history of runs"), body=body)

@@ -14,6 +14,7 @@ from google.protobuf import json_format
 from components.pusher import REMOVED_DEBRIS, UNCHANGED_VERSION
 from components.snapshot import newness
 from components.snapshot.component import WAITING_SPANS
+from components.tuner import LATEST_TUNING_ID, TUNER_ID
 from components.tuner import record as tuning_record
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
@@ -147,8 +148,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     model_run = summary.output("Trainer", "ModelRun")
     if model_run is not None:
         summary.trainer = outcome.read(model_run.uri)
-    tuned = (summary.output(tuning_record.TUNER_ID, "TunerResults")
-             or summary.output(tuning_record.LATEST_TUNING_ID, "TunerResults"))
+    tuned = summary.output(TUNER_ID, "TunerResults") or summary.output(LATEST_TUNING_ID, "TunerResults")
     if tuned is not None:
         summary.tuning = tuning_record.read(tuned.uri)
     anomalies = summary.output("ExampleValidator", "ExampleAnomalies")

@@ -3,7 +3,7 @@ marked (components/tuner/record.py)."""
 
 from __future__ import annotations
 
-from components.tuner.record import LATEST_TUNING_ID, TUNER_ID
+from components.tuner import LATEST_TUNING_ID, TUNER_ID
 from pipeline.runs import html as page
 from pipeline.runs.html import plt
 from pipeline.runs.summary import RunSummary
@@ -38,7 +38,8 @@ def tuning_section(s: RunSummary) -> str:
     ax.set_ylabel(f"eval {rec.metric} ({'higher' if rec.higher_is_better else 'lower'} is better)")
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
-    where = "this run's search" if not rec.reused else f"the last search (run {rec.run}), reused by tuning.reuse: latest"
+    where = ("this run's search" if not rec.reused
+             else f"the last search (run {rec.run}), reused by tuning.reuse: latest")
     intro = (f"<p>{page.escape(rec.describe())}.</p><p class=dim>From {page.escape(where)}, "
              f"{page.escape(rec.where)}. The objective is the task's main metric on the eval split at the step the "
              "Trainer would export; the Trainer trained with the best trial's values.</p>")

@@ -13,7 +13,18 @@ from google.api_core import exceptions as gexc
 
 from pipeline.cloud import images
 from pipeline.cloud.google_apis import GoogleApis, denied_permission, error_reason, service
-from pipeline.cloud.preflight import API_ERRORS, FAIL, OK, UNKNOWN, WARN, Result, report, run_checks, short, stop_if_failed
+from pipeline.cloud.preflight import (
+    API_ERRORS,
+    FAIL,
+    OK,
+    UNKNOWN,
+    WARN,
+    Result,
+    report,
+    run_checks,
+    short,
+    stop_if_failed,
+)
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from pipeline.sections.presets import cloud_tpu_type, single_host_error, tpu_cores
@@ -202,8 +213,7 @@ def trainer_pools(job: dict[str, Any]) -> Optional[list[dict[str, Any]]]:
 def tuning_trials(job: dict[str, Any]) -> Optional[tuple[int, list[dict[str, Any]]]]:
     """(parallel trials, the trials' worker pools) of the Tuner's HyperparameterTuningJob in the job being sent
     (its tune_args and the trial job in its custom_config, pipeline/dag/tuning.py); None without a Tuner."""
-    from components.tuner.executor import TRIAL_JOB_KEY
-
+    from components.tuner import TRIAL_JOB_KEY
     from pipeline.spec import model
 
     for task in model.read(job.get("pipelineSpec", {})).tasks():

@@ -1,5 +1,5 @@
 """A stand-in for Vertex AI's HyperparameterTuningJob: the request held to the documented rules, then its trials run
-as CustomJobs (the dry run's: workers.py), their objective read from cloudml-hypertune's file. Sources: docs/tuning.md."""
+as CustomJobs (the dry run's, workers.py), their objective read from cloudml-hypertune's file. docs/tuning.md."""
 
 from __future__ import annotations
 
@@ -176,9 +176,10 @@ class TuningService:
         running: list[tuple[dict, Any, Path]] = []
         failed, limit = 0, int(job.get("max_failed_trial_count", 0))
         job.update(state="JOB_STATE_RUNNING", start_time=_now())
+        def stopped() -> bool:  # cancelled, or failed too often
+            return job["_cancel"].is_set() or bool(limit and failed >= limit)
+
         for number in itertools.count(1):
-            def stopped() -> bool:  # cancelled, or failed too often
-                return job["_cancel"].is_set() or bool(limit and failed >= limit)
             while running and (stopped() or number > job["max_trial_count"]
                                or len(running) >= int(job["parallel_trial_count"])):
                 running, ended = _wait_one(running, stopped)
@@ -190,8 +191,9 @@ class TuningService:
         if cancelled:
             state, error = "JOB_STATE_CANCELLED", {"code": 1, "message": "the job was cancelled"}
         elif (limit and failed >= limit) or not with_metric:
-            state, error = "JOB_STATE_FAILED", {"code": 9, "message": f"{failed} trial(s) failed (max_failed_trial_"
-                                                f"count {limit}); the last: {job['trials'][-1].get('infeasible_reason')}"}
+            last = job["trials"][-1].get("infeasible_reason") if job["trials"] else "no trial ran"
+            state, error = "JOB_STATE_FAILED", {"code": 9, "message": f"{failed} trial(s) failed "
+                                                f"(max_failed_trial_count {limit}); the last: {last}"}
         else:
             state, error = "JOB_STATE_SUCCEEDED", None
         with self._lock:
@@ -230,8 +232,8 @@ class TuningService:
         with self._lock:
             trial["end_time"] = _now()
             if run.state == "SUCCEEDED" and value is not None:
-                trial.update(state="SUCCEEDED", final_measurement={"step_count": str(value[1]),
-                                                                   "metrics": [{"metric_id": metric, "value": value[0]}]})
+                measured = {"step_count": str(value[1]), "metrics": [{"metric_id": metric, "value": value[0]}]}
+                trial.update(state="SUCCEEDED", final_measurement=measured)
                 return 0
             why = run.error or f"the trial reported no {metric!r} to {METRIC_FILE_ENV}"
             trial.update(state="INFEASIBLE", infeasible_reason=why)
