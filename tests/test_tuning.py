@@ -103,3 +103,19 @@ def test_reuse_latest_hands_the_trainer_the_last_search_and_refuses_when_there_i
     assert reused.reused and reused.run == "run-1" and reused.best_trial.objective == 0.91
     assert reused.describe().startswith("reused the search of run run-1: 1 trials")
     assert outputs["best_hyperparameters"][0].get_string_custom_property("reused_from") == "run-1"
+
+
+@pytest.mark.parametrize("algorithm", ["random", "bayesian"])
+def test_either_oracle_starts_with_the_configured_values_then_searches(tmp_path, algorithm):
+    from components.tuner.search import LoopTuner
+
+    config = load_config(TAXI, ["tuning.trials=4", f"tuning.algorithm={algorithm}"])
+    tuner = LoopTuner(config.tuning, config.trainer, "auc", True, str(tmp_path))
+    first = tuner.oracle.create_trial("tuner0")
+    assert first.hyperparameters.values == configured_point(config.trainer, config.tuning.search_space)
+    tuner.oracle.update_trial(first.trial_id, {"auc": 0.9})
+    first.status = "COMPLETED"
+    tuner.oracle.end_trial(first)
+    second = tuner.oracle.create_trial("tuner0")
+    assert second.hyperparameters.values != first.hyperparameters.values
+    assert set(second.hyperparameters.values) == {"learning_rate", "hidden_units", "dropout"}
