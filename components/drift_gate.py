@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import os
+import posixpath
 from typing import Any
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
@@ -19,7 +20,7 @@ from tfx.utils import io_utils
 from components import training_record
 from components.errors import DataDriftError
 from components.snapshot.component import DatasetSnapshot, spans_of
-from components.snapshot.store import DATA_DIR
+from components.snapshot.store import DATA_DIR, DIGEST_RE
 
 _MEASURE = {anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity",
             anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: "Jensen-Shannon"}
@@ -100,19 +101,36 @@ def check(found: list[Drift], accepted: frozenset[str]) -> None:
         raise DataDriftError("\n".join(lines))
 
 
-def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
+def statistics_of(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """TFDV statistics of every row of these spans of a snapshot (of the whole snapshot for a flat source)."""
     import pandas as pd
     import tensorflow_data_validation as tfdv
 
-    top = os.path.join(snapshot_uri, DATA_DIR, spans[-1]) if spans else os.path.join(snapshot_uri, DATA_DIR)
-    files = sorted(p for p in fileio.glob(os.path.join(top, "*.csv")))
+    tops = [os.path.join(snapshot_uri, DATA_DIR, span) for span in spans] or [os.path.join(snapshot_uri, DATA_DIR)]
     frames = []
-    for path in files:
+    for path in sorted(p for top in tops for p in fileio.glob(os.path.join(top, "*.csv"))):
         with fileio.open(path) as f:
             # As TFX's CSV decoder reads it: only an empty cell is missing (the snapshot emptied the
             # data.missing_values tokens), not pandas's own list ("NA", "null", ...).
             frames.append(pd.read_csv(f, keep_default_na=False, na_values=[""]))
     return tfdv.generate_statistics_from_dataframe(pd.concat(frames, ignore_index=True))
+
+
+def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
+    return statistics_of(snapshot_uri, tuple(spans)[-1:])
+
+
+def baseline_statistics(record: training_record.Record,
+                        snapshot_uri: str) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """What the serving version trained on, read the way the newest data is read: every row of its snapshot's
+    spans, when that snapshot is still in this run's store; else its record's train-split statistics."""
+    baseline_uri = f"{posixpath.dirname(snapshot_uri.rstrip('/'))}/{record.snapshot_digest}"
+    if DIGEST_RE.match(record.snapshot_digest) and fileio.exists(os.path.join(baseline_uri, DATA_DIR)):
+        logging.info("drift gate: baseline: the rows of snapshot %s", baseline_uri)
+        return statistics_of(baseline_uri, record.spans)
+    logging.info("drift gate: baseline: the train-split statistics in the record (snapshot %s is not in the store)",
+                 record.snapshot_digest[:12] or "?")
+    return record.train_statistics()
 
 
 SNAPSHOT, SCHEMA = "snapshot", "schema"
@@ -159,8 +177,8 @@ class DriftGateExecutor(base_executor.BaseExecutor):
         spans = spans_of(snapshot)
         compared = with_comparators(raw_schema, gated_features(exec_properties[FEATURES], raw_schema),
                                     limits["numeric"], limits["categorical"], limits["features"])
-        found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans),
-                        record.train_statistics(), compared)
+        snapshot_uri = snapshot.get_string_custom_property("snapshot_uri")
+        found = measure(newest_statistics(snapshot_uri, spans), baseline_statistics(record, snapshot_uri), compared)
         for d in found:
             logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance,
                          d.threshold)
