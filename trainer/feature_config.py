@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from typing import Any, Literal, Mapping, Optional
 
 from pydantic import Field, field_validator, model_validator
@@ -156,6 +157,25 @@ class ResolvedFeatures:
         ])
 
 
+def not_a_column(field: str, name: str, columns, listing: str) -> FeatureConfigError:
+    """`name` is not among `columns`; when a column differs from it only by surrounding whitespace or invisible
+    marks (a byte-order mark, a zero-width or no-break space), the error names that column and the fix."""
+    message = f"features.{field}: {name!r} is not a column of the data ({listing})"
+    for column in columns:
+        if column != name and _bare(column) == _bare(name):
+            marks = sorted({f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in column
+                            if c not in name and (c.isspace() or unicodedata.category(c) == "Cf")})
+            message += (f"; the column {column!r} differs from it only by {', '.join(marks) or 'whitespace'}: "
+                        f"remove that from the file's header row, or write the name as {column!r} in the config")
+            break
+    return FeatureConfigError(message)
+
+
+def _bare(name: str) -> str:
+    """The name without surrounding whitespace and without invisible format characters (Unicode Cf)."""
+    return "".join(c for c in name if unicodedata.category(c) != "Cf").strip()
+
+
 def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType]) -> ResolvedFeatures:
     """Check the section against the data's columns and their types, and infer the unnamed ones.
 
@@ -166,7 +186,7 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType]) -> Resolve
 
     def column(field: str, name: str) -> ColumnType:
         if name not in columns:
-            raise FeatureConfigError(f"features.{field}: {name!r} is not a column of the data (columns: {known})")
+            raise not_a_column(field, name, columns, f"columns: {known}")
         return columns[name]
 
     label_type = column("label", config.label)
