@@ -20,8 +20,6 @@ from trainer.feature_config import resolve
 from trainer.features import CONFIG_KEY as FEATURES_KEY
 from trainer.features import from_custom_config
 
-# On the TransformGraph artifact: the table of how each column was read (trainer/role_table.py), as JSON.
-TABLE_PROPERTY = "column_roles"
 _KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}
 _SCHEMA_KINDS = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
 
@@ -78,7 +76,7 @@ def keep(transform_graph: types.Artifact, inferred: dict[str, data_roles.Role], 
     """Beside the graph: the roles for the Trainer (trainer/roles.py reads them), the table for report and lineage."""
     with fileio.open(os.path.join(transform_graph.uri, data_roles.ROLES_FILE), "w") as f:
         f.write(data_roles.dumps(inferred))
-    transform_graph.set_string_custom_property(TABLE_PROPERTY, role_table.dumps(table))
+    transform_graph.set_string_custom_property(role_table.ARTIFACT_PROPERTY, role_table.dumps(table))
 
 
 def with_roles(exec_properties: dict[str, Any], key: str, custom_config: dict,

@@ -9,6 +9,8 @@ from typing import Optional
 from trainer.feature_config import ResolvedFeatures
 
 HEADER = ("column", "role", "encoding", "why")
+# On the TransformGraph artifact: the table as JSON (components/column_roles.py writes it).
+ARTIFACT_PROPERTY = "column_roles"
 
 
 def rows(resolved: ResolvedFeatures) -> list[dict[str, str]]:
