@@ -109,6 +109,11 @@ def test_training_curves_come_from_the_trainer_summaries(report):
         check.input_examples_per_second / check.train_examples_per_second)
     assert f"input: {check.describe()}" in console
     assert f"<b>Input</b>: {html.escape(check.describe())}" in training
+    # ... and whether it overfitted, from the same evaluations.
+    fit = summary.trainer.overfit
+    assert fit.verdict in ("overfitting", "not overfitting") and fit.last_step == config.trainer.train_steps
+    assert fit.last_eval_loss == pytest.approx(scalars["eval_loss"][-1][1], rel=1e-5)
+    assert f"fit: {fit.describe()}" in console and f"<b>Fit</b>: {html.escape(fit.describe())}" in training
 
 
 def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):

@@ -180,6 +180,10 @@ def _training(s: RunSummary) -> str:
                     + (f'<p class="{"bad" if check.advice else "ok"}"><b>Input</b>: {page.escape(check.describe())}</p>'
                        if check else "<p><b>Input</b>: not measured (trainer.check_input off, "
                                      "or no training step ran)</p>"))
+        fit = s.trainer.overfit
+        if fit is not None:
+            exported += (f'<p class="{"bad" if fit.verdict == "overfitting" else "ok"}"><b>Fit</b>: '
+                         f"{page.escape(fit.describe())}</p>")
     return page.section("training", "Training", exported + page.img(fig, "training curves")
                     + "<h3>Last values</h3>" + page.table(("scalar", "value", "at step"), rows)
                     + f"<p class=dim>from {page.escape(model_run.uri)}</p>")
