@@ -112,8 +112,16 @@ def statistics_of(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.D
         with fileio.open(path) as f:
             # As TFX's CSV decoder reads it: only an empty cell is missing (the snapshot emptied the
             # data.missing_values tokens), not pandas's own list ("NA", "null", ...).
-            frames.append(pd.read_csv(f, keep_default_na=False, na_values=[""]))
-    return tfdv.generate_statistics_from_dataframe(pd.concat(frames, ignore_index=True))
+            # As text first: pandas would make true/false cells booleans (numbers to TFDV), where ExampleGen
+            # keeps them strings; a column is numbers only when every present cell is one, as for TFX.
+            frames.append(pd.read_csv(f, keep_default_na=False, na_values=[""], dtype=str))
+    frame = pd.concat(frames, ignore_index=True)
+    for name in frame.columns:
+        try:
+            frame[name] = pd.to_numeric(frame[name])
+        except (ValueError, TypeError):
+            pass
+    return tfdv.generate_statistics_from_dataframe(frame)
 
 
 def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:

@@ -19,6 +19,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, json_utils
 
+from components import column_roles
 from components.analyzer_cache import GenerationStore
 from components.span_example_gen import span_shards
 
@@ -88,9 +89,14 @@ class _Processor(transform_executor.TransformProcessor):
 class Executor(transform_executor.Executor):
     def Do(self, input_dict: dict[str, list[types.Artifact]], output_dict: dict[str, list[types.Artifact]],
            exec_properties: dict[str, Any]) -> None:
-        custom_config = json_utils.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null")
+        config_key = standard_component_specs.CUSTOM_CONFIG_KEY
+        custom_config = json_utils.loads(exec_properties.get(config_key) or "null")
+        # Before the analysis: the roles of the columns the features section leaves open, from the training data.
+        roles = column_roles.infer(input_dict, custom_config)
         cache_root = (custom_config or {}).get(ANALYZER_CACHE_ROOT)
-        span_datasets = _span_datasets(input_dict, custom_config) if cache_root else {}
+        span_datasets = _span_datasets(input_dict, custom_config, roles[0] if roles else {}) if cache_root else {}
+        if roles:
+            exec_properties = column_roles.with_roles(exec_properties, config_key, custom_config, roles[0])
         store = GenerationStore(cache_root, custom_config.get(LEASE_ROOT)) if span_datasets else None
         if store:
             input_dict, output_dict = dict(input_dict), dict(output_dict)
@@ -108,6 +114,9 @@ class Executor(transform_executor.Executor):
             super().Do(input_dict, output_dict, exec_properties)
         finally:
             transform_executor.TransformProcessor = stock
+        if roles:
+            column_roles.keep(artifact_utils.get_single_instance(
+                output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY]), *roles)
         if store:
             store.publish(generation)
             order = [span for span, _, _ in next(iter(span_datasets.values()))]
@@ -119,8 +128,9 @@ class Executor(transform_executor.Executor):
                      ", ".join(cached))
 
 
-def _span_datasets(input_dict, custom_config: dict) -> dict[str, list[tuple[str, str, str]]]:
-    """Per split of the one Examples artifact: (span, pattern of its files, content key) for each span."""
+def _span_datasets(input_dict, custom_config: dict, roles: dict) -> dict[str, list[tuple[str, str, str]]]:
+    """Per split of the one Examples artifact: (span, pattern of its files, content key) for each span. The key
+    covers the roles' decisions, not the figures behind them, which change with every new span."""
     examples = input_dict[standard_component_specs.EXAMPLES_KEY]
     shards = span_shards(examples[0]) if len(examples) == 1 else []
     if not shards:
@@ -128,7 +138,9 @@ def _span_datasets(input_dict, custom_config: dict) -> dict[str, list[tuple[str,
     schema_uri = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
     with fileio.open(io_utils.get_only_uri_in_dir(schema_uri), "rb") as f:
         schema = f.read()
-    features = json.dumps({k: v for k, v in custom_config.items() if k not in _NOT_FEATURES}, sort_keys=True)
+    decisions = {name: [r.role, r.date_format, r.with_time] for name, r in roles.items()}
+    features = json.dumps({**{k: v for k, v in custom_config.items() if k not in _NOT_FEATURES},
+                           "roles": decisions}, sort_keys=True)
     result = {}
     for split in artifact_utils.decode_split_names(examples[0].split_names):
         split_uri = artifact_utils.get_split_uri(examples, split)

@@ -246,3 +246,15 @@ def test_unchanged_heavy_tailed_data_is_no_drift_though_its_train_split_alone_re
     assert f"baseline: the rows of snapshot {store / digest}" in caplog.text
     distances = re.findall(r"drift gate: \S+ \S+ distance ([0-9.]+)", caplog.text)
     assert distances and all(float(d) == 0 for d in distances), caplog.text
+
+
+def test_the_newest_data_is_typed_as_example_gen_types_it(tmp_path):
+    # pandas alone reads true/false cells as booleans, which TFDV counts as numbers: against the
+    # serving model's StatisticsGen statistics (strings) every such column drifted, on the same data.
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("flag,calls,fee,plan\ntrue,1,2.5,basic\nfalse,,3,pro\nTRUE,3,,basic\n")
+    [dataset] = newest_statistics(str(tmp_path), ()).datasets
+    kinds = {f.path.step[0]: statistics_pb2.FeatureNameStatistics.Type.Name(f.type) for f in dataset.features}
+    assert kinds == {"flag": "STRING", "calls": "FLOAT", "fee": "FLOAT", "plan": "STRING"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,9 @@ def test_lineage_of_the_pushed_version(safety_run, capsys):
     assert labels == ["snapshot", "examples", "statistics", "schema", "anomalies", "transform", "model",
                       "evaluation", "blessing", "pushed"]
     assert f"digest {lin.digest}  rows 344" in out and "none found" in out
+    # Under the transform: how each column was read.
+    assert re.search(r"\n {13}species +label +multiclass +\(from the config\)\n", out)
+    assert re.search(r"\n {13}body_mass_g +numeric +z-score", out)
     assert f"version {version} -> {safety_run.summary.pushed_path}" in out
     assert json.dumps(lin.trainer_config, sort_keys=True) in out
     # The same model by its artifact id.

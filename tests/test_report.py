@@ -72,6 +72,10 @@ def test_report_shows_what_the_run_recorded(report):
     # The bundled data misses the measurements in 2 of 344 rows: the table must show it.
     assert re.search(r"<td>bill_length_mm</td><td>float</td><td>(?!0\.0%)[0-9.]+%</td>", data)
     assert "every split matches the schema" in data
+    # How the run read each column, as Transform recorded it.
+    columns = data.split("Columns as the model reads them", 1)[1]
+    assert "<td>species</td><td>label</td><td>multiclass</td><td>from the config</td>" in columns
+    assert "<td>island</td><td>categorical</td>" in columns and "<td>year</td><td>ignored</td>" in columns
     evaluation = _section(page, "evaluation")
     assert f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>" in evaluation
     assert f"&ge; {config.evaluator.lower_bound:.4g}" in evaluation
@@ -105,6 +109,11 @@ def test_training_curves_come_from_the_trainer_summaries(report):
         check.input_examples_per_second / check.train_examples_per_second)
     assert f"input: {check.describe()}" in console
     assert f"<b>Input</b>: {html.escape(check.describe())}" in training
+    # ... and whether it overfitted, from the same evaluations.
+    fit = summary.trainer.overfit
+    assert fit.verdict in ("overfitting", "not overfitting") and fit.last_step == config.trainer.train_steps
+    assert fit.last_eval_loss == pytest.approx(scalars["eval_loss"][-1][1], rel=1e-5)
+    assert f"fit: {fit.describe()}" in console and f"<b>Fit</b>: {html.escape(fit.describe())}" in training
 
 
 def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):

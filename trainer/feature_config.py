@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from typing import Any, Literal, Mapping, Optional
 
 from pydantic import Field, field_validator, model_validator
 
+from trainer import date_formats
+from trainer import roles as data_roles
 from trainer.config import Section
 from trainer.errors import FeatureConfigError
 
@@ -43,6 +46,8 @@ class CategoricalFeature(Section):
     Hashing and ranges need no pass over the data, so Transform is faster with them."""
     name: str
     top_k: Optional[int] = Field(None, ge=1)
+    # Values seen fewer times in the training data go to the OOV buckets (not memorised); empty: none.
+    min_frequency: Optional[int] = Field(None, ge=1)
     oov_buckets: int = Field(1, ge=1)
     hash_buckets: Optional[int] = Field(None, ge=2)
     int_range: Optional[tuple[int, int]] = None
@@ -59,6 +64,22 @@ class CategoricalFeature(Section):
         if self.int_range is not None and not self.int_range[0] <= self.int_range[1]:
             raise ValueError(f"{self.name}: int_range must be [min, max] with min <= max")
         return self
+
+
+DateFormat = Literal[tuple(date_formats.FORMATS)]
+
+
+class DateFeature(Section):
+    """A date or timestamp string: days since 1970-01-01 (z-scored), day of week and month (and hour, for
+    timestamps) as categories; a cell that is not a date of the format counts as missing."""
+    name: str
+    format: Optional[DateFormat] = None  # empty: the one the data shows (trainer/roles.py), else iso
+    hour: Optional[bool] = None          # empty: when the data holds times
+
+
+class BooleanFeature(Section):
+    """true/false, yes/no, y/n, t/f or 1/0 (any case) as 1.0/0.0; anything else, or missing, is the training mean."""
+    name: str
 
 
 def _entries(value: Any) -> Any:
@@ -84,18 +105,24 @@ class FeatureConfig(Section):
     positive_class: Optional[str] = None
     numeric: list[NumericFeature] = []
     categorical: list[CategoricalFeature] = []
+    date: list[DateFeature] = []
+    boolean: list[BooleanFeature] = []
     # Columns the model never sees (ids, leaks of the label, free text).
     ignore: list[str] = []
     # Columns named nowhere above: numbers become numeric, strings categorical (true),
     # or they are left out (false).
     infer: bool = True
     one_hot_max_size: int = Field(32, ge=1)
+    # Inferred categories: values seen fewer than min_frequency times in the training data share the OOV
+    # bucket, and the vocabulary keeps at most max_vocabulary values (docs/data.md, column roles).
+    min_frequency: int = Field(5, ge=1)
+    max_vocabulary: int = Field(1000, ge=1)
     # Code hooks, by import path: your own Transform preprocessing_fn(inputs[, custom_config])
     # and model builder(layout, trainer_config) -> tf_keras.Model (see docs/data.md).
     preprocessing_fn: Optional[str] = None
     model_builder: Optional[str] = None
 
-    @field_validator("numeric", "categorical", mode="before")
+    @field_validator("numeric", "categorical", "date", "boolean", mode="before")
     @classmethod
     def _lists(cls, v: Any) -> Any:
         return _entries(v)
@@ -112,7 +139,7 @@ class FeatureConfig(Section):
     @model_validator(mode="after")
     def _consistent(self) -> "FeatureConfig":
         seen: dict[str, str] = {self.label: "label"}
-        roles = [("numeric", f.name) for f in self.numeric] + [("categorical", f.name) for f in self.categorical]
+        roles = [(role, f.name) for role in ("numeric", "categorical", "date", "boolean") for f in getattr(self, role)]
         for role, name in roles + [("ignore", n) for n in self.ignore]:
             if name in seen:
                 where = role if seen[name] == role else f"{seen[name]} and {role}"
@@ -129,8 +156,12 @@ class ResolvedFeatures:
     config: FeatureConfig
     numeric: tuple[NumericFeature, ...]
     categorical: tuple[CategoricalFeature, ...]
-    inferred: dict[str, str]  # column -> "numeric" | "categorical"
-    unused: tuple[str, ...]   # columns neither named nor inferred (ignored, or infer: false)
+    inferred: dict[str, str]  # column -> the role it was given without the config naming it
+    unused: tuple[str, ...]   # columns neither named nor inferred (ignored, id-like, free text, infer: false)
+    date: tuple[DateFeature, ...] = ()
+    boolean: tuple[BooleanFeature, ...] = ()
+    # column -> why it has its role: the rule and the figures from the data (trainer/roles.py), or the config.
+    why: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -143,7 +174,7 @@ class ResolvedFeatures:
     @property
     def inputs(self) -> tuple[str, ...]:
         """The raw columns a prediction needs: what a serving request must carry."""
-        return tuple(f.name for f in (*self.numeric, *self.categorical))
+        return tuple(f.name for f in (*self.numeric, *self.categorical, *self.date, *self.boolean))
 
     def describe(self) -> str:
         def names(features):
@@ -152,21 +183,46 @@ class ResolvedFeatures:
             f"label: {self.label} ({self.task})",
             f"numeric: {names(self.numeric)}",
             f"categorical: {names(self.categorical)}",
+            *([f"date: {names(self.date)}"] if self.date else []),
+            *([f"boolean: {names(self.boolean)}"] if self.boolean else []),
             f"not used: {', '.join(self.unused) or 'none'}",
         ])
 
 
-def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType]) -> ResolvedFeatures:
+def not_a_column(field: str, name: str, columns, listing: str) -> FeatureConfigError:
+    """`name` is not among `columns`; when a column differs from it only by surrounding whitespace or invisible
+    marks (a byte-order mark, a zero-width or no-break space), the error names that column and the fix."""
+    message = f"features.{field}: {name!r} is not a column of the data ({listing})"
+    for column in columns:
+        if column != name and _bare(column) == _bare(name):
+            marks = sorted({f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in column
+                            if c not in name and (c.isspace() or unicodedata.category(c) == "Cf")})
+            message += (f"; the column {column!r} differs from it only by {', '.join(marks) or 'whitespace'}: "
+                        f"remove that from the file's header row, or write the name as {column!r} in the config")
+            break
+    return FeatureConfigError(message)
+
+
+def _bare(name: str) -> str:
+    """The name without surrounding whitespace and without invisible format characters (Unicode Cf)."""
+    return "".join(c for c in name if unicodedata.category(c) != "Cf").strip()
+
+
+def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
+            roles: Optional[Mapping[str, data_roles.Role]] = None) -> ResolvedFeatures:
     """Check the section against the data's columns and their types, and infer the unnamed ones.
 
     `columns` may come from the schema, the raw feature spec or the input tensors:
-    inferred features are sorted by name, so every caller gets the same order.
+    inferred features are sorted by name, so every caller gets the same order. `roles`, inferred from a sample
+    of the training data (trainer/roles.py), decide the unnamed columns' roles; without them a column's type
+    does (numbers numeric, strings categorical).
     """
+    roles = roles or {}
     known = ", ".join(sorted(columns))
 
     def column(field: str, name: str) -> ColumnType:
         if name not in columns:
-            raise FeatureConfigError(f"features.{field}: {name!r} is not a column of the data (columns: {known})")
+            raise not_a_column(field, name, columns, f"columns: {known}")
         return columns[name]
 
     label_type = column("label", config.label)
@@ -183,20 +239,51 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType]) -> Resolve
                 "list it under numeric (with bucketize: N to make it categorical)")
         if f.int_range is not None and kind != "int":
             raise FeatureConfigError(f"features.categorical: {f.name!r} has int_range but holds {kind}s")
+    for f in config.date:
+        if column("date", f.name) != "string":
+            raise FeatureConfigError(f"features.date: {f.name!r} holds {columns[f.name]}s, not date strings")
+    for f in config.boolean:
+        column("boolean", f.name)
     for name in config.ignore:
         column("ignore", name)
 
-    named = {config.label, *config.ignore, *(f.name for f in (*config.numeric, *config.categorical))}
+    named = {config.label, *config.ignore,
+             *(f.name for role in ("numeric", "categorical", "date", "boolean") for f in getattr(config, role))}
     rest = sorted(set(columns) - named)
-    inferred = {n: ("categorical" if columns[n] == "string" else "numeric") for n in rest} if config.infer else {}
-    numeric = (*config.numeric, *(NumericFeature(name=n) for n, k in inferred.items() if k == "numeric"))
-    categorical = (*config.categorical,
-                   *(CategoricalFeature(name=n) for n, k in inferred.items() if k == "categorical"))
-    if not numeric and not categorical:
+    inferred = {n: _role_of(n, columns[n], roles.get(n)) for n in rest} if config.infer else {}
+    why = {n: "from the config" for n in named} | {n: roles[n].why if n in roles else f"{columns[n]}s"
+                                                   for n in inferred}
+
+    def new(role, make):
+        return tuple(make(n) for n, r in inferred.items() if r == role)
+
+    numeric = (*config.numeric, *new("numeric", lambda n: NumericFeature(name=n)))
+    categorical = (*config.categorical, *new("categorical", lambda n: CategoricalFeature(
+        name=n, top_k=config.max_vocabulary, min_frequency=config.min_frequency)))
+    date = tuple(_date_format(f, roles.get(f.name)) for f in config.date)
+    date += new("date", lambda n: _date_format(DateFeature(name=n), roles[n]))
+    boolean = (*config.boolean, *new("boolean", lambda n: BooleanFeature(name=n)))
+    if not (numeric or categorical or date or boolean):
         raise FeatureConfigError(f"features: no model inputs: name numeric or categorical features, or set "
                                  f"infer: true (columns: {known})")
-    unused = tuple(n for n in sorted(columns) if n not in {config.label, *(f.name for f in (*numeric, *categorical))})
-    return ResolvedFeatures(config, tuple(numeric), tuple(categorical), inferred, unused)
+    used = {config.label, *(f.name for f in (*numeric, *categorical, *date, *boolean))}
+    unused = tuple(n for n in sorted(columns) if n not in used)
+    return ResolvedFeatures(config, tuple(numeric), tuple(categorical), inferred, unused, date, boolean, why)
+
+
+def _role_of(name: str, kind: ColumnType, role: Optional[data_roles.Role]) -> str:
+    if role is None:
+        return "categorical" if kind == "string" else "numeric"
+    if role.role == "boolean" and kind == "float":
+        return "numeric"
+    return role.role
+
+
+def _date_format(f: DateFeature, role: Optional[data_roles.Role]) -> DateFeature:
+    """The format and hour the data shows where the config leaves them empty (iso, no hour, without data)."""
+    seen = role if role is not None and role.role == "date" else None
+    return f.model_copy(update={"format": f.format or (seen.date_format if seen else "iso"),
+                                "hour": f.hour if f.hour is not None else bool(seen and seen.with_time)})
 
 
 def _check_label(config: FeatureConfig, label_type: ColumnType) -> None:

@@ -1,5 +1,6 @@
 """What a training job tells the run summary and the report: which step's weights it exported and why,
-whether its input kept up with training (trainer/input_check.py), and the time it took. (docs/internals.md)"""
+whether its input kept up with training (trainer/input_check.py), whether it overfitted (trainer/overfit.py),
+and the time it took. (docs/internals.md)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Optional
 import tensorflow as tf
 
 from trainer.input_check import InputDiagnosis
+from trainer.overfit import OverfitDiagnosis
 
 OUTCOME_FILE = "trainer_outcome.json"
 
@@ -43,6 +45,7 @@ class Outcome:
     # The trainer's own time: the training loop, and the process's CPU seconds (all threads) up to the record.
     loop_seconds: float = 0.0
     cpu_seconds: float = 0.0
+    overfit: Optional[OverfitDiagnosis] = None  # None: a record from before the check
 
 
 def write(directory: str, record: Outcome) -> str:
@@ -62,6 +65,7 @@ def read(directory: str) -> Optional[Outcome]:
     try:
         return Outcome(export=ExportChoice(**raw["export"]),
                        input=InputDiagnosis(**raw["input"]) if raw.get("input") else None,
-                       loop_seconds=raw.get("loop_seconds", 0.0), cpu_seconds=raw.get("cpu_seconds", 0.0))
+                       loop_seconds=raw.get("loop_seconds", 0.0), cpu_seconds=raw.get("cpu_seconds", 0.0),
+                       overfit=OverfitDiagnosis(**raw["overfit"]) if raw.get("overfit") else None)
     except (KeyError, TypeError) as e:
         raise ValueError(f"{path}: not a trainer outcome record ({type(e).__name__}: {e})") from None

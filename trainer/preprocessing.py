@@ -8,17 +8,29 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_transform import schema_inference
 
-from trainer import features
-from trainer.feature_config import CategoricalFeature, FeatureConfig, NumericFeature, resolve
+from trainer import dates, features
+from trainer import roles as data_roles
+from trainer.errors import FeatureConfigError
+from trainer.feature_config import CategoricalFeature, DateFeature, FeatureConfig, NumericFeature, resolve
 
 log = logging.getLogger(__name__)
 
 
 def preprocessing_fn(inputs, custom_config):
-    resolved = resolve(features.from_custom_config(custom_config), features.column_types(inputs))
+    # The roles components/transform.py inferred from the training data, for the columns the config leaves open.
+    roles = data_roles.loads((custom_config or {}).get(data_roles.CONFIG_KEY))
+    resolved = resolve(features.from_custom_config(custom_config), features.column_types(inputs), roles)
     log.info("features:\n%s", resolved.describe())
+    # One function per role; each output is one model input.
     outputs = {features.xf(f.name): _numeric(inputs[f.name], f) for f in resolved.numeric}
     outputs.update({features.xf(f.name): _categorical(inputs[f.name], f) for f in resolved.categorical})
+    outputs.update({features.xf(f.name): _boolean(inputs[f.name]) for f in resolved.boolean})
+    for f in resolved.date:
+        for name, value in _date(inputs[f.name], f).items():
+            if name in outputs or (name != features.xf(f.name) and name[:-3] in inputs):
+                raise FeatureConfigError(f"features.date: {f.name!r} makes the feature {name!r}, which another "
+                                         "column already makes; rename one of them")
+            outputs[name] = value
     # Serving requests carry no label: the exported Transform layer prunes this
     # output when its input is absent.
     outputs[features.xf(resolved.label)] = _label(inputs[resolved.label], resolved.config)
@@ -56,7 +68,37 @@ def _categorical(x, f: CategoricalFeature):
     if f.hash_buckets:
         return _with_range(tf.strings.to_hash_bucket_fast(strings, f.hash_buckets), f.hash_buckets)
     return tft.compute_and_apply_vocabulary(strings, top_k=f.top_k, num_oov_buckets=f.oov_buckets,
+                                            frequency_threshold=f.min_frequency,
                                             vocab_filename=features.vocab_name(f.name))
+
+
+def _boolean(x):
+    """true/yes/y/t/1 -> 1.0, false/no/n/f/0 -> 0.0 (any case); anything else or missing: the training mean."""
+    strings = tf.strings.lower(tf.strings.strip(_strings(x)))
+    value = tf.where(_member(strings, data_roles.TRUE_VALUES), 1.0,
+                     tf.where(_member(strings, data_roles.FALSE_VALUES), 0.0, float("nan")))
+    present = tf.boolean_mask(value, ~tf.math.is_nan(value))
+    return tf.where(tf.math.is_nan(value), tft.mean(present), value)
+
+
+def _member(strings, values):
+    return tf.reduce_any(tf.equal(strings[:, None], tf.constant(values)[None, :]), axis=1)
+
+
+def _date(x, f: DateFeature) -> dict:
+    """Days since 1970-01-01 (z-scored, missing: the mean), and day of week, month and hour as categories with
+    one more id for a missing or unreadable date."""
+    parts = dates.parse(_strings(x), f.format)
+    days = parts["days"]
+    present = tf.boolean_mask(days, ~tf.math.is_nan(days))
+    mean, std = tft.mean(present), tf.sqrt(tft.var(present))
+    out = {features.xf(f.name): (tf.where(tf.math.is_nan(days), mean, days) - mean) / tf.maximum(std, 1e-6)}
+    sizes = {"day_of_week": 7, "month": 12, **({"hour": 24} if f.hour else {})}
+    for part, size in sizes.items():
+        ids = parts[part]
+        out[features.xf(f"{f.name}_{part}")] = _with_range(tf.where(ids < 0, tf.constant(size, tf.int64), ids),
+                                                           size + 1)
+    return out
 
 
 def _label(x, config: FeatureConfig):

@@ -10,7 +10,7 @@ from typing import Mapping
 import tensorflow_transform as tft
 import tf_keras
 
-from trainer import data, features, tasks
+from trainer import data, features, roles, tasks
 from trainer.config import TrainerConfig
 from trainer.feature_config import ResolvedFeatures, resolve
 from trainer.features import ModelLayout, layout_from_schema
@@ -30,8 +30,10 @@ class TrainingSpec:
 
 
 def training_spec(custom_config: Mapping, tft_output: tft.TFTransformOutput, train_files) -> TrainingSpec:
+    # The roles Transform inferred from the data (trainer/roles.py), so both read every column alike.
     resolved = resolve(features.from_custom_config(custom_config),
-                       features.column_types(tft_output.raw_feature_spec()))
+                       features.column_types(tft_output.raw_feature_spec()),
+                       roles.read_beside(tft_output.transform_savedmodel_dir))
     log.info("features:\n%s", resolved.describe())
     schema = tft_output.transformed_metadata.schema
     layout = layout_from_schema(schema, resolved)

@@ -1,4 +1,5 @@
-"""Missing-value tokens in CSV files: cells such as `NA` become empty cells. Why: docs/internals.md."""
+"""What the snapshot rewrites in CSV files: missing-value tokens such as `NA` become empty cells, a UTF-8
+byte-order mark is dropped. Why: docs/internals.md."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import BinaryIO, Iterable, Iterator, Optional
 
 # The default of data.missing_values; an empty cell is always missing.
 DEFAULT_TOKENS = ("NA", "N/A", "null", "NaN")
+# What Excel's "CSV UTF-8" and Windows Notepad write first. TFX's CsvExampleGen keeps it in the first
+# column's name (tfx/utils/io_utils.py load_csv_column_names), where it is invisible; the snapshot drops it.
+UTF8_BOM = b"\xef\xbb\xbf"
 _CHUNK = 1 << 20
 
 
@@ -36,7 +40,7 @@ def _text_lines(stream: BinaryIO) -> Iterator[str]:
     Raises UnicodeDecodeError. Only '\\n' splits: str.splitlines would also split
     inside cells at characters the csv module treats as ordinary text.
     """
-    decoder = codecs.getincrementaldecoder("utf-8")()
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a leading byte-order mark is dropped
     pending = ""
     while chunk := stream.read(_CHUNK):
         *lines, pending = (pending + decoder.decode(chunk)).split("\n")
@@ -49,7 +53,7 @@ def _text_lines(stream: BinaryIO) -> Iterator[str]:
 def clean(stream: BinaryIO, tokens: Iterable[str], counts: dict[str, int]) -> Iterator[bytes]:
     """The CSV in `stream` with every cell equal to a token emptied, as UTF-8 chunks.
 
-    `counts` receives the number of cells emptied per column. Raises
+    A leading UTF-8 byte-order mark is dropped. `counts` receives the number of cells emptied per column. Raises
     UnicodeDecodeError or csv.Error for a file that is not UTF-8 CSV; the
     caller then keeps the file as it is, for the CSV checks to report.
     """
@@ -110,11 +114,16 @@ class Cleaned:
     sha256: str          # of the bytes written
     size: int
     emptied: dict[str, int]  # cells emptied per column
+    dropped_bom: bool        # the source began with a UTF-8 byte-order mark
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.emptied) or self.dropped_bom
 
 
 def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str]) -> Optional[Cleaned]:
     """Copy `path` of storage `src` to `target` of storage `dst` (components/snapshot/store.py's
-    Storage) with token cells emptied. None when the file is not UTF-8 CSV: then
+    Storage) with token cells emptied and a byte-order mark dropped. None when the file is not UTF-8 CSV: then
     whatever was written is to be replaced by a plain copy."""
     source_hash, stored_hash, emptied, size = hashlib.sha256(), hashlib.sha256(), {}, 0
 
@@ -130,4 +139,10 @@ def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str]) -> Opt
         dst.write(target, chunks())
     except (UnicodeDecodeError, csv.Error):
         return None
-    return Cleaned(source_hash.hexdigest(), stored_hash.hexdigest(), size, emptied)
+    return Cleaned(source_hash.hexdigest(), stored_hash.hexdigest(), size, emptied,
+                   dropped_bom=starts_with_bom(src, path))
+
+
+def starts_with_bom(storage, path: str) -> bool:
+    with storage.open_read(path) as stream:
+        return stream.read(len(UTF8_BOM)) == UTF8_BOM

@@ -29,9 +29,11 @@ class FileEntry:
     size: int
     sha256: str
     rows: int      # data rows of a CSV file (header excluded); 0 for other files
-    # When missing-value tokens were emptied: the source's sha256 and the cells emptied per column.
+    # When the file was rewritten (missing-value tokens emptied, a byte-order mark dropped): the source's sha256
+    # and the cells emptied per column.
     source_sha256: str = ""
     emptied: dict[str, int] = dataclasses.field(default_factory=dict)
+    dropped_bom: bool = False  # the source began with a UTF-8 byte-order mark, not copied
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +71,14 @@ class Manifest:
                    spans=tuple(body.get("spans", ())), missing_values=tuple(body.get("missing_values", ())))
 
 
-def content_digest(files: list[FileEntry], missing_values: Sequence[str] = ()) -> str:
-    """Of the source files' bytes and, when tokens are emptied, of the tokens: what the snapshot holds."""
+def content_digest(files: list[FileEntry], missing_values: Sequence[str] = (), dropped_bom: bool = False) -> str:
+    """Of the source files' bytes and, when tokens are emptied or a byte-order mark dropped, of that rewrite:
+    what the snapshot holds."""
     listing = "".join(f"{f.sha256}  {f.path}\n" for f in sorted(files, key=lambda f: f.path))
     if missing_values:
         listing += f"missing_values {json.dumps(sorted(set(missing_values)))}\n"
+    if dropped_bom:  # snapshots made before the mark was dropped kept it: not the same content
+        listing += "utf8_bom dropped\n"
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
@@ -91,8 +96,12 @@ def _hash_stream(stream: BinaryIO) -> tuple[str, int, int]:
     return h.hexdigest(), size, lines
 
 
+def _is_csv(path: str) -> bool:
+    return path.lower().endswith(".csv")
+
+
 def _rows(path: str, lines: int) -> int:
-    return max(lines - 1, 0) if path.lower().endswith(".csv") else 0
+    return max(lines - 1, 0) if _is_csv(path) else 0
 
 
 def fingerprint(source_uri: str, gcs_client=None) -> str:
@@ -107,7 +116,8 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
     """Snapshot source_uri (only the given span directories, if any) into root; returns the existing
     snapshot if the bytes are already there.
 
-    CSV cells equal to one of `missing_values` are stored empty (components/snapshot/missing_values.py).
+    CSV cells equal to one of `missing_values` are stored empty, and a UTF-8 byte-order mark starting a CSV
+    file is dropped (components/snapshot/missing_values.py).
     A file named in `leave_out` directly inside a span directory (its ready marker, spans.py) is not data.
     """
     missing_values = tuple(sorted({t for t in missing_values if t}))
@@ -116,11 +126,13 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
                                                      and p.partition("/")[2] not in leave_out)]
     if not listing:
         raise SnapshotError(f"snapshot source {source_uri!r} has no files (missing or empty directory?)")
-    entries = []
+    entries, with_bom = [], set()
     for path in listing:
         sha, size, lines = _hash_stream(src.open_read(path))
         entries.append(FileEntry(path, size, sha, _rows(path, lines)))
-    digest = content_digest(entries, missing_values)
+        if _is_csv(path) and _missing.starts_with_bom(src, path):
+            with_bom.add(path)
+    digest = content_digest(entries, missing_values, bool(with_bom))
 
     existing = _read_manifest(dst, digest)
     if existing is not None:
@@ -131,13 +143,14 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
         for i, entry in enumerate(entries):
             # Hash again while copying: the source may have changed since the first pass.
             target = f"{tmp}/{DATA_DIR}/{entry.path}"
-            cleaned = (missing_values and entry.path.lower().endswith(".csv")
+            cleaned = ((missing_values and _is_csv(entry.path) or entry.path in with_bom)
                        and _missing.copy_cleaned(src, dst, entry.path, target, missing_values))
             if cleaned:
                 source_sha = cleaned.source_sha256
-                if cleaned.emptied:
+                if cleaned.changed:
                     entries[i] = dataclasses.replace(entry, sha256=cleaned.sha256, size=cleaned.size,
-                                                     source_sha256=source_sha, emptied=cleaned.emptied)
+                                                     source_sha256=source_sha, emptied=cleaned.emptied,
+                                                     dropped_bom=cleaned.dropped_bom)
             else:
                 h = hashlib.sha256()
                 dst.write(target, _tee(src.open_read(entry.path), h))

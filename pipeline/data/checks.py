@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from typing import Optional
 
 from pipeline.config import Config, resolve
 from pipeline.errors import ConfigError
 from trainer.errors import FeatureConfigError
-from trainer.feature_config import ColumnType, FeatureConfig, ResolvedFeatures
+from trainer.feature_config import ColumnType, FeatureConfig, ResolvedFeatures, not_a_column
 from trainer.feature_config import resolve as resolve_features
 from trainer.tasks import MAIN_METRICS
 
@@ -80,8 +78,10 @@ def _csv_header(input_dir: str) -> Optional[list[str]]:
     files = sorted(f for f in os.listdir(input_dir) if f.lower().endswith(".csv"))
     if not files:
         return None
-    with open(os.path.join(input_dir, files[0]), newline="", encoding="utf-8", errors="replace") as f:
-        return next(csv.reader(io.StringIO(f.readline())), None)
+    # As ExampleGen will name the columns: the snapshot drops a byte-order mark ("utf-8-sig"), then TFX splits
+    # the stripped first line on commas (tfx/utils/io_utils.py load_csv_column_names).
+    with open(os.path.join(input_dir, files[0]), newline="", encoding="utf-8-sig", errors="replace") as f:
+        return f.readline().strip().split(",")
 
 
 def _check_names(features: FeatureConfig, header: list[str]) -> None:
@@ -90,5 +90,4 @@ def _check_names(features: FeatureConfig, header: list[str]) -> None:
              *(("categorical", f.name) for f in features.categorical), *(("ignore", n) for n in features.ignore)]
     for field, name in named:
         if name not in header:
-            raise FeatureConfigError(f"features.{field}: {name!r} is not a column of the data "
-                                     f"(CSV header: {', '.join(header)})")
+            raise not_a_column(field, name, header, f"CSV header: {', '.join(header)}")

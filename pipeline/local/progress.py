@@ -13,7 +13,8 @@ import absl.logging
 RUNNING_RECORD = "Component %s is running."
 FINISHED_RECORD = "Component %s is finished."
 CACHED_RECORD = "A cached execution %d is used."
-_TRAINER_LOGGERS = ("trainer.loop", "trainer.run_fn", "trainer.strategy")
+# Printed under the component: the column roles (before the Trainer starts) and the Trainer's own lines.
+_TRAINER_LOGGERS = ("components.column_roles", "trainer.loop", "trainer.run_fn", "trainer.strategy")
 
 
 class ComponentProgress(logging.Handler):
@@ -42,7 +43,7 @@ class ComponentProgress(logging.Handler):
                 self._print(f"  {record.args[0]} done in {seconds:.1f}s" + (" (from cache)" if self.cached else ""))
                 self.current = None
             elif record.name in _TRAINER_LOGGERS and record.levelno >= logging.INFO:
-                self._print(f"    {record.getMessage()}")
+                self._print("    " + record.getMessage().replace("\n", "\n" + " " * 14))
         except Exception:  # progress must never break the run
             self.handleError(record)
 

@@ -30,7 +30,8 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     # Before anything is written: a features section that can't fit the data stops here.
     resolved = check_features(config)
     if resolved is not None:
-        stream.write("features (from the config; 'inferred' from the schema's types):\n  "
+        stream.write("features (from the config; 'inferred' from the schema's types, until Transform reads the data "
+                     "and prints each column's role):\n  "
                      + resolved.describe().replace("\n", "\n  ") + "\n")
     os.makedirs(os.path.dirname(config.pipeline.metadata_path), exist_ok=True)
     log_dir = join(config.pipeline.root_uri, "logs")

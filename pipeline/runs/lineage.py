@@ -15,6 +15,7 @@ from pipeline.config import REPO_ROOT, Config
 from pipeline.errors import LineageError
 from pipeline.runs import mlmd
 from pipeline.runs.mlmd import Artifact, Execution
+from trainer import role_table
 
 # Key in the Trainer's custom_config recording the code that trained the model.
 CODE_VERSION_KEY = "code_version"
@@ -149,7 +150,9 @@ def format_lineage(lin: Lineage) -> str:
     found = mlmd.anomalies_of(lin.anomalies)
     lines.append(row("anomalies", lin.anomalies, "\n".join(f"{'':<13}{a}" for a in found).lstrip()
                      if found else "none found"))
-    lines.append(row("transform", lin.transform_graph))
+    table = role_table.loads(_prop(lin.transform_graph, role_table.ARTIFACT_PROPERTY))
+    lines.append(row("transform", lin.transform_graph, "\n".join(
+        f"{'':<13}{line}" for line in role_table.format_table(table).splitlines()).lstrip()))
     lines.append(row("model", lin.model, f"code version {lin.code_version}\n{'':<13}trainer config "
                      + json.dumps(lin.trainer_config, sort_keys=True)))
     lines.append(row("evaluation", lin.evaluation))

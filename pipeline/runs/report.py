@@ -19,6 +19,7 @@ from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
 from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
 from pipeline.runs.tuning_report import tuning_section  # noqa: E402
+from trainer import role_table  # noqa: E402
 
 REPORT_FILE = "report.html"
 # Beside the runs' directories: <root>/runs/history.html (history_page.py).
@@ -103,10 +104,21 @@ def _data(s: RunSummary) -> str:
         stats_list = statistics_pb2.DatasetFeatureStatisticsList.FromString(Path(path).read_bytes())
         for dataset in stats_list.datasets:
             parts.append(f"<h3>{page.escape(split)}: {dataset.num_examples} examples</h3>" + _featuretable(dataset))
+    parts.append(_columns(s))
     validated = s.output("ExampleValidator", "ExampleAnomalies") is not None
     parts.append("<h3>Anomalies (data against the schema)</h3>" + (
         _anomalies(s) if validated else "<p>No validation ran in this run.</p>"))
     return page.section("data", "Data", "\n".join(parts))
+
+
+def _columns(s: RunSummary) -> str:
+    """How the run read each column: the table Transform kept (components/column_roles.py)."""
+    graph = s.output("Transform", "TransformGraph")
+    table = role_table.loads(str(graph.properties.get(role_table.ARTIFACT_PROPERTY, ""))) if graph is not None else []
+    if not table:
+        return "<h3>Columns as the model reads them</h3><p>Not recorded (Transform did not run in this run).</p>"
+    return ("<h3>Columns as the model reads them</h3>"
+            + page.table(role_table.HEADER, [tuple(r[h] for h in role_table.HEADER) for r in table]))
 
 
 def _featuretable(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
@@ -168,6 +180,10 @@ def _training(s: RunSummary) -> str:
                     + (f'<p class="{"bad" if check.advice else "ok"}"><b>Input</b>: {page.escape(check.describe())}</p>'
                        if check else "<p><b>Input</b>: not measured (trainer.check_input off, "
                                      "or no training step ran)</p>"))
+        fit = s.trainer.overfit
+        if fit is not None:
+            exported += (f'<p class="{"bad" if fit.verdict == "overfitting" else "ok"}"><b>Fit</b>: '
+                         f"{page.escape(fit.describe())}</p>")
     return page.section("training", "Training", exported + page.img(fig, "training curves")
                     + "<h3>Last values</h3>" + page.table(("scalar", "value", "at step"), rows)
                     + f"<p class=dim>from {page.escape(model_run.uri)}</p>")

@@ -230,6 +230,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
         lines.append(f"trained: exported {summary.trainer.export.describe()}")
         lines.append(f"input: {summary.trainer.input.describe()}" if summary.trainer.input
                      else "input: not measured (trainer.check_input off, or no training step ran)")
+        if summary.trainer.overfit is not None:
+            lines.append(f"fit: {summary.trainer.overfit.describe()}")
     metric = _gated_metric(summary, config)
     if metric is not None and metric.key in summary.metrics:
         lines.append(_metric_line(summary, metric))

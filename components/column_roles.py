@@ -1,0 +1,86 @@
+"""Transform's first step: the column roles inferred from a sample of the training split, put in its custom_config
+for the preprocessing_fn, printed, and kept beside the transform graph for the Trainer, the report and lineage."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Optional
+
+import tensorflow as tf
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx import types
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils
+from tfx.utils import io_utils, json_utils
+
+from trainer import role_table
+from trainer import roles as data_roles
+from trainer.feature_config import resolve
+from trainer.features import CONFIG_KEY as FEATURES_KEY
+from trainer.features import from_custom_config
+
+_KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}
+_SCHEMA_KINDS = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
+
+log = logging.getLogger(__name__)
+
+
+def sample(examples: types.Artifact, split: str = "train", rows: int = data_roles.SAMPLE_ROWS,
+           kinds: Optional[dict[str, str]] = None) -> list[data_roles.Sample]:
+    """The present values of each column in the split's first `rows` examples (the gzipped TFRecords ExampleGen
+    writes); `kinds` (the schema's) names the columns and their types."""
+    splits = artifact_utils.decode_split_names(examples.split_names)
+    split_uri = artifact_utils.get_split_uri([examples], split if split in splits else splits[0])
+    files = sorted(fileio.glob(os.path.join(split_uri, "*")))
+    values: dict[str, list] = {name: [] for name in kinds or {}}
+    found = dict(kinds or {})
+    count = 0
+    for record in tf.data.TFRecordDataset(files, compression_type="GZIP").take(rows):
+        count += 1
+        for name, feature in tf.train.Example.FromString(record.numpy()).features.feature.items():
+            which = feature.WhichOneof("kind")
+            if which is None:
+                continue
+            found.setdefault(name, _KINDS[which])
+            cells = getattr(feature, which).value
+            if which == "bytes_list":
+                cells = [c.decode("utf-8", "replace") for c in cells]
+            values.setdefault(name, []).extend(cells)
+    return [data_roles.Sample(name, found[name], values.get(name, []), count) for name in sorted(found)]
+
+
+def schema_kinds(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
+    schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
+    schema = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema_uri), schema_pb2.Schema())
+    return {f.name: _SCHEMA_KINDS[f.type] for f in schema.feature if f.type in _SCHEMA_KINDS}
+
+
+def infer(input_dict: dict[str, list[types.Artifact]], custom_config: Optional[dict]
+          ) -> Optional[tuple[dict[str, data_roles.Role], list[dict[str, str]]]]:
+    """The roles of the training split's columns and the table of how the features section reads them; None
+    without a features section (a custom preprocessing_fn's own custom_config)."""
+    if not custom_config or FEATURES_KEY not in custom_config:
+        return None
+    kinds = schema_kinds(input_dict)
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    inferred = data_roles.infer(sample(examples, kinds=kinds))
+    resolved = resolve(from_custom_config(custom_config), kinds, inferred)
+    table = role_table.rows(resolved)
+    log.info("columns, as this run reads them (roles inferred from up to the first %s training rows; the features "
+             "section overrides them):\n%s", f"{data_roles.SAMPLE_ROWS:,}", role_table.format_table(table))
+    return inferred, table
+
+
+def keep(transform_graph: types.Artifact, inferred: dict[str, data_roles.Role], table: list[dict[str, str]]) -> None:
+    """Beside the graph: the roles for the Trainer (trainer/roles.py reads them), the table for report and lineage."""
+    with fileio.open(os.path.join(transform_graph.uri, data_roles.ROLES_FILE), "w") as f:
+        f.write(data_roles.dumps(inferred))
+    transform_graph.set_string_custom_property(role_table.ARTIFACT_PROPERTY, role_table.dumps(table))
+
+
+def with_roles(exec_properties: dict[str, Any], key: str, custom_config: dict,
+               inferred: dict[str, data_roles.Role]) -> dict[str, Any]:
+    """Transform's execution properties with the roles in its custom_config, where the preprocessing_fn reads them."""
+    config = {**custom_config, data_roles.CONFIG_KEY: data_roles.dumps(inferred)}
+    return {**exec_properties, key: json_utils.dumps(config)}

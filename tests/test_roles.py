@@ -1,0 +1,175 @@
+"""Column roles from generated columns (trainer/roles.py), the features section overriding them, the table a run
+prints, and each role's encoding through real tf.Transform: dates, booleans, rare and unseen categories."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import random
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import schema_utils
+
+from trainer import dates, features, role_table
+from trainer import roles as data_roles
+from trainer.feature_config import FeatureConfig, resolve
+from trainer.preprocessing import preprocessing_fn
+from trainer.roles import Sample, infer_one
+
+RNG = random.Random(35)
+N = 400
+DAYS = [datetime.date(2020, 1, 1) + datetime.timedelta(RNG.randrange(1500)) for _ in range(N)]
+
+
+def _role(kind, values, rows=None) -> data_roles.Role:
+    return infer_one(Sample("c", kind, values, rows or len(values)))
+
+
+@pytest.mark.parametrize("kind, values, role", [
+    ("float", [RNG.gauss(0, 1) for _ in range(N)], "numeric"),
+    ("int", [RNG.randrange(10) for _ in range(N)], "numeric"),
+    # Unique but spread out: amounts, not ids.
+    ("int", RNG.sample(range(10**6), N), "numeric"),
+    ("int", RNG.sample(range(5000, 5000 + N + 20), N), "id"),
+    ("string", [f"C-{i:06d}" for i in RNG.sample(range(10**6), N)], "id"),
+    ("string", [f"{RNG.choice(['Called', 'Wrote', 'Asked'])} about {RNG.choice(['billing', 'speed'])}; "
+                f"ticket {RNG.randrange(10**4)}" for _ in range(N)], "text"),
+    # Multi-word but few values: categories.
+    ("string", [RNG.choice(["New York City", "Rio de Janeiro", "Los Angeles CA"]) for _ in range(N)], "categorical"),
+    ("string", [RNG.choice(["true", "false"]) for _ in range(N)], "boolean"),
+    ("string", [RNG.choice(["Yes", "no", "YES", "No"]) for _ in range(N)], "boolean"),
+    ("int", [RNG.choice([0, 1]) for _ in range(N)], "boolean"),
+    ("string", [d.isoformat() for d in DAYS], "date"),
+    ("string", [RNG.choice(["Zürich", "São Paulo", "Ōsaka"]) for _ in range(N)], "categorical"),
+    # Too few rows to call anything unique an id.
+    ("string", ["a1", "b2", "c3"], "categorical"),
+])
+def test_each_role_is_recognised_on_generated_columns(kind, values, role):
+    assert _role(kind, values).role == role
+
+
+@pytest.mark.parametrize("cells, fmt, with_time", [
+    ([d.isoformat() for d in DAYS], "iso", False),
+    ([f"{d.isoformat()}T{RNG.randrange(24):02d}:{RNG.randrange(60):02d}:00Z" for d in DAYS], "iso", True),
+    ([f"{d.isoformat()} {RNG.randrange(24):02d}:{RNG.randrange(60):02d}" for d in DAYS], "iso", True),
+    ([d.strftime("%d/%m/%Y") for d in DAYS], "dmy_slash", False),  # days above 12 say it is day-first
+    ([d.strftime("%m/%d/%Y") for d in DAYS], "mdy_slash", False),
+    ([d.strftime("%Y/%m/%d") for d in DAYS], "ymd_slash", False),
+    ([d.strftime("%d.%m.%Y") for d in DAYS], "dmy_dot", False),
+])
+def test_date_formats_are_told_apart_and_python_and_tensorflow_read_them_alike(cells, fmt, with_time):
+    role = _role("string", cells + ["", "unknown"][:1])  # a few bad cells are tolerated
+    assert (role.role, role.date_format, role.with_time) == ("date", fmt, with_time)
+    parsed = dates.parse(tf.constant(cells), fmt)
+    epoch = datetime.date(1970, 1, 1)
+    np.testing.assert_array_equal(parsed["days"].numpy(), [(d - epoch).days for d in DAYS])
+    np.testing.assert_array_equal(parsed["day_of_week"].numpy(), [d.weekday() for d in DAYS])
+    np.testing.assert_array_equal(parsed["month"].numpy(), [d.month - 1 for d in DAYS])
+    if with_time:
+        hours = [int(c.replace("T", " ").split(" ")[1][:2]) for c in cells]
+        np.testing.assert_array_equal(parsed["hour"].numpy(), hours)
+
+
+def test_what_is_not_a_date_is_missing_not_a_wrong_date():
+    parsed = dates.parse(tf.constant(["2024-02-30x", "2024-13-01", "", "soon", "03/31/2024 2:30 PM"]), "iso")
+    assert np.isnan(parsed["days"].numpy()).all() and (parsed["month"].numpy() == -1).all()
+    pm = dates.parse(tf.constant(["03/31/2024 2:30 PM", "03/31/2024 12:10 am"]), "mdy_slash")
+    assert pm["hour"].numpy().tolist() == [14, 0]
+
+
+COLUMNS = {"churned": "string", "customer_id": "int", "signup": "string", "plan": "string", "notes": "string",
+           "autopay": "string", "fee": "float"}
+ROLES = {"customer_id": data_roles.Role("id", "100% distinct"), "signup": data_roles.Role("date", "dates", 0, "iso"),
+         "plan": data_roles.Role("categorical", "4 distinct"), "notes": data_roles.Role("text", "7 words"),
+         "autopay": data_roles.Role("boolean", "true/false"), "fee": data_roles.Role("numeric", "floats")}
+
+
+def test_the_config_overrides_the_data_and_ids_and_text_are_left_out():
+    base = dict(label="churned", task="binary", positive_class="yes")
+    resolved = resolve(FeatureConfig(**base), COLUMNS, ROLES)
+    assert [f.name for f in resolved.date] == ["signup"] and resolved.date[0].format == "iso"
+    assert [f.name for f in resolved.boolean] == ["autopay"]
+    [plan] = resolved.categorical
+    assert (plan.name, plan.min_frequency, plan.top_k) == ("plan", 5, 1000)
+    assert resolved.unused == ("customer_id", "notes")
+    assert set(resolved.inputs) == {"signup", "plan", "autopay", "fee"}
+    # Named, a column keeps the config's role whatever the data suggests.
+    config = FeatureConfig(**base, categorical=["notes", {"signup": {"hash_buckets": 64}}], numeric=["customer_id"],
+                           date=[{"name": "plan", "format": "dmy_slash"}], ignore=["autopay"])
+    resolved = resolve(config, COLUMNS, ROLES)
+    assert {f.name for f in resolved.categorical} == {"notes", "signup"} and resolved.unused == ("autopay",)
+    assert [(f.name, f.format) for f in resolved.date] == [("plan", "dmy_slash")]
+    # Without roles (no data seen): the types decide, as before.
+    assert {f.name for f in resolve(FeatureConfig(**base), COLUMNS).categorical} == {"signup", "plan", "notes",
+                                                                                       "autopay"}
+
+
+def test_the_table_says_how_each_column_was_read_and_why():
+    table = role_table.rows(resolve(FeatureConfig(label="churned", task="binary", positive_class="yes"),
+                                    COLUMNS, ROLES))
+    by_column = {r["column"]: r for r in table}
+    assert table[0] == {"column": "churned", "role": "label", "encoding": "binary, positive class 'yes'",
+                        "why": "from the config"}
+    assert by_column["customer_id"]["role"] == "id" and "excluded" in by_column["customer_id"]["encoding"]
+    assert by_column["notes"]["role"] == "text" and by_column["notes"]["why"] == "inferred: 7 words"
+    assert by_column["signup"]["encoding"].startswith("days since 1970-01-01 (z-score), day of week, month")
+    assert "values seen >= 5 times" in by_column["plan"]["encoding"]
+    text = role_table.format_table(table)
+    assert text.splitlines()[0].startswith("churned ") and "read as iso" in text
+    assert role_table.loads(role_table.dumps(table)) == table
+
+
+# Each role through real tf.Transform, as the pipeline's Transform runs it: the roles in custom_config.
+ANALYZED = [{"churned": [b"yes" if i % 3 else b"no"], "signup": [DAYS[i].isoformat().encode()],
+             "autopay": [RNG.choice([b"true", b"false"])], "fee": [float(i)],
+             "plan": [b"rare" if i == 0 else RNG.choice([b"basic", b"pro"])]} for i in range(40)]
+RAW = [{"churned": [b"no"], "signup": [b"2021-03-04"], "autopay": [b"YES"], "fee": [1.0], "plan": [b"pro"]},
+       {"churned": [b"no"], "signup": [b"not a date"], "autopay": [b"maybe"], "fee": [1.0], "plan": [b"unheard"]}]
+
+
+@pytest.fixture(scope="module")
+def transformed(tmp_path_factory):
+    spec = {n: tf.io.FixedLenFeature([], tf.float32 if n == "fee" else tf.string) for n in ANALYZED[0]}
+    metadata = tft.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
+    roles = {"signup": ROLES["signup"], "autopay": ROLES["autopay"], "plan": ROLES["plan"], "fee": ROLES["fee"]}
+    config = {features.CONFIG_KEY: FeatureConfig(label="churned", task="binary", positive_class="yes").model_dump(),
+              data_roles.CONFIG_KEY: data_roles.dumps(roles)}
+    rows = [{k: v[0] for k, v in r.items()} for r in ANALYZED]
+    raw = [{k: v[0] for k, v in r.items()} for r in RAW]
+    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tft"))):
+        (train, _), transform_fn = ((rows, metadata)
+                                    | tft_beam.AnalyzeAndTransformDataset(functools.partial(preprocessing_fn,
+                                                                                           custom_config=config)))
+        test, _ = ((raw, metadata), transform_fn) | tft_beam.TransformDataset()
+    return train, test
+
+
+def test_a_date_becomes_days_weekday_and_month_and_a_bad_one_missing(transformed):
+    train, test = transformed
+    days = np.array([(d - datetime.date(1970, 1, 1)).days for d in DAYS[:40]], dtype=float)
+    scored = (days - days.mean()) / days.std()
+    np.testing.assert_allclose([r["signup_xf"] for r in train], scored, rtol=1e-4, atol=1e-4)
+    assert test[0]["signup_day_of_week_xf"] == datetime.date(2021, 3, 4).weekday()
+    assert test[0]["signup_month_xf"] == 2
+    assert test[1]["signup_xf"] == pytest.approx(0.0, abs=1e-5)  # missing: the mean
+    assert (test[1]["signup_day_of_week_xf"], test[1]["signup_month_xf"]) == (7, 12)  # the missing ids
+    assert "signup_hour_xf" not in test[0]  # dates without times have no hour
+
+
+def test_a_boolean_is_one_or_zero_in_any_case_and_unknown_is_the_mean(transformed):
+    train, test = transformed
+    values = [r["autopay_xf"] for r in train]
+    assert set(values) == {0.0, 1.0}
+    assert test[0]["autopay_xf"] == 1.0
+    assert test[1]["autopay_xf"] == pytest.approx(np.mean(values))
+
+
+def test_a_rare_category_is_not_memorised_and_an_unseen_one_shares_its_bucket(transformed):
+    train, test = transformed
+    ids = {r["plan_xf"] for r in train}
+    assert ids == {0, 1, 2}  # basic, pro, and the OOV bucket where 'rare' (seen once, under 5) went
+    assert train[0]["plan_xf"] == 2 == test[1]["plan_xf"]
