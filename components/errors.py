@@ -46,3 +46,19 @@ class TuningFailed(ComponentError, RuntimeError):
 
 class NoTuningToReuse(ComponentError, LookupError):
     """tuning.reuse: latest, but no search has run on this root; the message names where it looked."""
+
+
+class ServingGateError(ComponentError, ValueError):
+    """The candidate or its warm-up requests can't be checked for serving at all (no eval rows, no serving_default
+    taking serialized tf.Examples); the message names the model or split. A check that ran and failed is no error:
+    the candidate is refused and the reason recorded (components/serving_gate.py)."""
+
+
+class ServingConfigChanged(ComponentError, RuntimeError):
+    """TF Serving's model config file changed between our read and our write (another writer); nothing was
+    written, the message names the file and the generation we read."""
+
+
+class RolloutError(ComponentError, ValueError):
+    """A label move that can't be made (no canary to promote, no earlier stable to roll back to, a version that is
+    not on disk); the message names the label and version, nothing changed."""

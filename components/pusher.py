@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 import uuid
 from typing import Any, Optional
 
@@ -15,13 +16,18 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components import lease, serving_dir, training_record
+from components import lease, serving_dir, serving_gate, training_record
 from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
 from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
-STATISTICS_KEY, SNAPSHOT_KEY = "statistics", "snapshot"
+STATISTICS_KEY, SNAPSHOT_KEY, EXAMPLES_KEY = "statistics", "snapshot", "examples"
+# The serving section as GateSettings JSON (components/serving_gate.py); with the examples input, the candidate gets
+# its warm-up file and must pass the serving gate to be pushed.
+SERVING_KEY = "serving"
+REFUSED = "refused"  # why the serving gate refused the candidate (nothing pushed); "" when it passed
+GATE = "serving_gate"  # what the serving gate found, a sentence
 LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/lease.py) tells debris apart
 # A run on Vertex or Kubeflow: the run that holds that lease (components/run_lease.py) and its ttl. The push
 # renews the lease as that run and heartbeats it while it works; LeaseLost (nothing pushed) if the run lost it.
@@ -35,12 +41,14 @@ class PusherSpec(standard_component_specs.PusherSpec):
         **standard_component_specs.PusherSpec.INPUTS,
         STATISTICS_KEY: component_spec.ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
         SNAPSHOT_KEY: component_spec.ChannelParameter(type=DatasetSnapshot, optional=True),
+        EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples, optional=True),
     }
     PARAMETERS = {
         **standard_component_specs.PusherSpec.PARAMETERS,
         LEASE_ROOT: component_spec.ExecutionParameter(type=str, optional=True),
         LEASE_OWNER: component_spec.ExecutionParameter(type=str, optional=True),
         LEASE_TTL: component_spec.ExecutionParameter(type=float, optional=True),
+        SERVING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -62,15 +70,27 @@ class PushExecutor(tfx_pusher_executor.Executor):
         # This run's identity: its own debris (an earlier attempt's) is always its to remove.
         run = (self._context.pipeline_run_id if self._context else None) or f"push-{uuid.uuid4().hex}"
         root, owner = exec_properties.get(LEASE_ROOT) or "", exec_properties.get(LEASE_OWNER) or ""
-        if owner:  # a run on Vertex/Kubeflow: it holds the lease as `owner`; LeaseLost when it no longer does
-            held = lease.adopt(root, owner, float(exec_properties.get(LEASE_TTL) or lease.DEFAULT_TTL_SECONDS))
-            with held.kept_alive(release=False):
-                self._push(model_push, model_path, base, owner, root, input_dict)
-        else:  # a local run holds the lease in its own process (pipeline/local/lock.py)
-            self._push(model_push, model_path, base, run, root, input_dict)
+        settings = serving_gate.GateSettings.from_json(exec_properties[SERVING_KEY]) \
+            if exec_properties.get(SERVING_KEY) else None
+        with tempfile.TemporaryDirectory(prefix="push-") as staging:
+            if settings is not None and input_dict.get(EXAMPLES_KEY):
+                # What is pushed is this copy: the candidate with its warm-up file, as the gate checked it.
+                candidate = f"{staging}/model"
+                io_utils.copy_dir(model_path, candidate)
+                serving_gate.add_warmup(candidate, artifact_utils.get_single_uri(input_dict[EXAMPLES_KEY]), settings)
+            else:
+                logging.warning("no examples input or serving settings: pushing without a warm-up file or the "
+                                "serving gate")
+                candidate, settings = model_path, None
+            if owner:  # a run on Vertex/Kubeflow: it holds the lease as `owner`; LeaseLost when it no longer does
+                held = lease.adopt(root, owner, float(exec_properties.get(LEASE_TTL) or lease.DEFAULT_TTL_SECONDS))
+                with held.kept_alive(release=False):
+                    self._push(model_push, candidate, base, owner, root, input_dict, settings)
+            else:  # a local run holds the lease in its own process (pipeline/local/lock.py)
+                self._push(model_push, candidate, base, run, root, input_dict, settings)
 
     def _push(self, model_push, model_path: str, base: str, run: str, root: str,
-              input_dict: dict[str, list[types.Artifact]]) -> None:
+              input_dict: dict[str, list[types.Artifact]], settings: Optional[serving_gate.GateSettings]) -> None:
         since = lease.live_since(root) if root else None
         removed = serving_dir.clear_debris(base, run, since) + training_record.prune(base, run, since)
         for what in removed:
@@ -82,6 +102,14 @@ class PushExecutor(tfx_pusher_executor.Executor):
             self._MarkNotPushed(model_push)
             model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
             return
+        if settings is not None:
+            verdict = serving_gate.check(model_path, settings)
+            model_push.set_string_custom_property(GATE, verdict.describe())
+            if not verdict.ok:
+                logging.error("serving gate: %s; nothing pushed, what serves is untouched", verdict.reason)
+                model_push.set_string_custom_property(REFUSED, verdict.reason)
+                self._MarkNotPushed(model_push)
+                return
         version = serving_dir.claim_version(base, run)
         record = _write_record(base, version, input_dict, run)
         try:
@@ -125,7 +153,7 @@ def _gated_metric(input_dict: dict[str, list[types.Artifact]]) -> Optional[tuple
 
 
 class Pusher(base_component.BaseComponent):
-    """TFX's Pusher component (same inputs, parameters and output) with PushExecutor and two more inputs."""
+    """TFX's Pusher component (same inputs, parameters and output) with PushExecutor and three more inputs."""
 
     SPEC_CLASS = PusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(PushExecutor)
@@ -134,9 +162,11 @@ class Pusher(base_component.BaseComponent):
                  push_destination: pusher_pb2.PushDestination,
                  statistics: Optional[types.BaseChannel] = None, snapshot: Optional[types.BaseChannel] = None,
                  lease_root: Optional[str] = None, lease_owner: Optional[str] = None,
-                 lease_ttl_seconds: Optional[float] = None):
+                 lease_ttl_seconds: Optional[float] = None, examples: Optional[types.BaseChannel] = None,
+                 serving: Optional[str] = None):
         super().__init__(spec=PusherSpec(
             model=model, model_blessing=model_blessing, push_destination=push_destination,
-            statistics=statistics, snapshot=snapshot, lease_root=lease_root or None,
+            statistics=statistics, snapshot=snapshot, examples=examples, serving=serving,
+            lease_root=lease_root or None,
             lease_owner=lease_owner or None, lease_ttl_seconds=lease_ttl_seconds if lease_owner else None,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel)))

@@ -16,6 +16,7 @@ from components.snapshot.store import DIGEST_RE
 from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
+from pipeline.sections.serving import ServingSection
 from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer import pod
 from trainer.config import Section, TrainerConfig, validate_uri
@@ -302,6 +303,8 @@ class Config(Section):
     data_gate: DataGateSection = DataGateSection()
     drift_gate: DriftGateSection = DriftGateSection()
     notify: NotifySection = NotifySection()
+    # How a push reaches TF Serving's traffic, and the serving gate before it (docs/serving.md).
+    serving: ServingSection = ServingSection()
 
     @property
     def snapshots_root(self) -> str:

@@ -145,13 +145,18 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             baseline_model=serving_model.outputs["model"],
             eval_config=eval_config(config)).with_id("Evaluator")
 
-        # TFX's Pusher, but it never re-pushes the serving model, a version appears whole, and beside it
-        # a record of the data it was trained on: the drift gate's baseline in later runs.
+        # TFX's Pusher, but it never re-pushes the serving model, a version appears whole with its warm-up file once
+        # a TensorFlow-only process served it (docs/serving.md), and beside it a record of the data it was trained
+        # on: the drift gate's baseline in later runs.
         pusher = Pusher(
             model=trainer.outputs["model"],
             model_blessing=evaluator.outputs["blessing"],
             statistics=statistics_gen.outputs["statistics"],
             snapshot=snapshot.outputs[SNAPSHOT_KEY],
+            # Eval rows for the warm-up file; the serving gate replays it in a TensorFlow-only process first.
+            examples=example_gen.outputs["examples"],
+            serving=config.serving.gate_settings(
+                config.pipeline.name, (config.features.label, *config.features.ignore)).to_json(),
             # Whose run lease tells a killed push's debris from another run's push in progress.
             lease_root=config.pipeline.root_uri,
             lease_owner=OWNER_PLACEHOLDER if run_lease else None,

@@ -30,6 +30,7 @@ class Row:
     nothing_new: bool = False  # the Snapshot found nothing new, so nothing after it ran
     removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
     cost: Optional[TrainerCost] = None  # the trainer's hours and estimated cost (pipeline/runs/cost.py)
+    refused: Optional[str] = None  # why the serving gate refused the candidate (components/serving_gate.py)
 
     @property
     def outcome(self) -> str:
@@ -43,6 +44,8 @@ class Row:
             return "pushed"
         if self.unchanged_version:
             return "nothing new"
+        if self.refused:
+            return "refused by serving gate"
         return "not blessed" if self.blessed is False else "not pushed"
 
 
@@ -73,7 +76,7 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
                blessed=summary.blessed,
                pushed_version=summary.pushed_version,  # this run's own push only (summary.py)
                unchanged_version=summary.unchanged_version, stopped_by=failed, nothing_new=bool(summary.nothing_new),
-               removed_debris=summary.removed_debris,
+               removed_debris=summary.removed_debris, refused=summary.refused,
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version),
                cost=trainer_cost(summary, config))
@@ -143,6 +146,8 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
                      f"{tuning_cell(r):<18} {hours:>9} {usd:>8}  "
                      f"{'<- serving now' if r.serving and r.pushed_version else ''}")
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
+        if r.refused:
+            lines.append(f"{'':<27} serving gate: {r.refused}")
     return "\n".join(lines + [cost_note(rows)])
 
 

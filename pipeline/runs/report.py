@@ -71,6 +71,8 @@ def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) ->
     rows = [("pipeline", pipeline_name), ("run", s.run_id), ("status", status),
             ("blessed", {True: "yes", False: "NO", None: "not evaluated"}[s.blessed]),
             ("pushed", push_outcome(s))]
+    if s.serving_gate:
+        rows.append(("serving gate", s.serving_gate))
     if cost is not None:
         rows.append(("training cost", cost.describe()))
     return page.section("overview", "Run", page.table(("", ""), rows)

@@ -11,7 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.pusher import REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.pusher import GATE, REFUSED, REMOVED_DEBRIS, UNCHANGED_VERSION
 from components.snapshot import newness
 from components.snapshot.component import WAITING_SPANS
 from components.tuner import LATEST_TUNING_ID, TUNER_ID
@@ -66,6 +66,10 @@ class RunSummary:
     unchanged_version: Optional[str] = None
     # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
     nothing_new: Optional[str] = None
+    # Why the serving gate refused the blessed candidate (components/serving_gate.py): nothing was pushed.
+    refused: Optional[str] = None
+    # What the serving gate found, a sentence; None when it did not run.
+    serving_gate: Optional[str] = None
     # What killed pushes had left in the serving directory, removed by this run's Pusher.
     removed_debris: tuple[str, ...] = ()
     # Spans the Snapshot left out because their ready marker (data.span_ready_marker) was missing.
@@ -158,6 +162,8 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     pusher_cached = pushed is not None and summary.component("Pusher").state == "cached"
     if pushed is not None and not pusher_cached:
         summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
+        summary.refused = pushed.properties.get(REFUSED) or None
+        summary.serving_gate = pushed.properties.get(GATE) or None
     if pushed is not None and pushed.properties.get("pushed") == 1:
         if pusher_cached:
             # A rerun with nothing changed: the Pusher's output is the push of an earlier run, so this
@@ -239,6 +245,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in summary.validation_failures)
+    if summary.serving_gate:
+        lines.append(f"serving gate: {summary.serving_gate}")
     lines.append(f"pushed: {push_outcome(summary)}")
     lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
@@ -258,6 +266,8 @@ def push_outcome(summary: RunSummary) -> str:
     if summary.pushed_path:
         return f"{summary.pushed_path} (version {summary.pushed_version})"
     stopped = next((c.name for c in summary.components if c.state == "failed"), None)
+    if summary.refused and not stopped:
+        return f"nothing, refused by the serving gate: {summary.refused} (the model serving now, if any, is unchanged)"
     why = (f"{'blocked by' if stopped in GATES else 'the run failed in'} {stopped}" if stopped
            else "not blessed" if summary.blessed is False else "")
     return f"nothing{f', {why}' if why else ''} (the model serving now, if any, is unchanged)"

@@ -1,0 +1,25 @@
+"""The `serving` section: the warm-up requests and the serving gate before the push.
+Why and sources: docs/serving.md."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from components.serving_gate import GateSettings
+from components.warmup import MAX_REQUESTS
+from trainer.config import Section
+
+
+class ServingSection(Section):
+    # Warm-up requests (assets.extra/tf_serving_warmup_requests): this many eval rows, one request each; the
+    # serving gate replays them in a TensorFlow-only process. TF Serving reads at most 1000.
+    warmup_requests: int = Field(8, ge=1, le=MAX_REQUESTS)
+    # The slowest replayed request (after one untimed pass that pays TF's lazy initialisation) must answer within this.
+    max_latency_ms: float = Field(1000.0, gt=0)
+    # The probe process as a whole: importing TensorFlow, loading the model, both passes.
+    gate_timeout_seconds: float = Field(300.0, gt=0)
+
+    def gate_settings(self, model_name: str, drop_features: tuple[str, ...]) -> GateSettings:
+        return GateSettings(model_name=model_name, warmup_requests=self.warmup_requests,
+                            max_latency_ms=self.max_latency_ms, timeout_seconds=self.gate_timeout_seconds,
+                            drop_features=drop_features)
