@@ -156,6 +156,17 @@ class ResolvedFeatures:
         ])
 
 
+_SCHEMA_TYPES = {"INT": "int", "FLOAT": "float", "BYTES": "string"}
+
+
+def columns_from_schema(schema) -> dict[str, ColumnType]:
+    """A tensorflow_metadata Schema's columns and their types, as `resolve` takes them."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return {f.name: _SCHEMA_TYPES[schema_pb2.FeatureType.Name(f.type)] for f in schema.feature
+            if schema_pb2.FeatureType.Name(f.type) in _SCHEMA_TYPES}
+
+
 def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType]) -> ResolvedFeatures:
     """Check the section against the data's columns and their types, and infer the unnamed ones.
 
