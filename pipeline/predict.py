@@ -10,7 +10,7 @@ from typing import Optional
 from components import serving_dir, training_record
 from components.csv_examples import csv_files
 from components.errors import ComponentError
-from components.scoring.job import Counts, InputFile, score_files
+from components.scoring.job import Counts, InputFile, beam_pipeline, score_files
 from components.scoring.plan import plan
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
@@ -66,7 +66,7 @@ def predict(config: Config, source: str, output_dir: str, version: Optional[int]
         files = input_files(source)
         columns, layout = plan(load_schema(resolve(config.data.schema_file)), features, config.predict.keep,
                                config.data.missing_values, chosen.path, format or config.predict.format)
-        counts = score_files(files, columns, chosen.path, layout, output_dir, beam_pipeline_args(config),
+        counts = score_files(files, columns, chosen.path, layout, output_dir, beam_pipeline(beam_pipeline_args(config)),
                              config.predict.chunk_rows)
     except (ComponentError, ValueError) as e:
         raise CommandFailed(str(e)) from None

@@ -12,9 +12,13 @@ import pytest
 import tensorflow as tf
 
 from components import csv_examples
+from components.bulk_inferrer import model_to_use
+from components.scoring import ledger
 from components.scoring.columns import Columns, ColumnType
 from components.scoring.rows import score_rows
 from pipeline.cli import main
+from pipeline.runs.mlmd import Reader, open_store
+from pipeline.runs.report import render
 from tests.conftest import CONFIG
 
 PENGUINS = Path(__file__).resolve().parent.parent / "data" / "penguins" / "penguins.csv"
@@ -129,3 +133,55 @@ def test_each_kind_of_bad_row_is_named_and_the_rest_encoded():
     assert (parsed["n"].values.numpy().tolist(), parsed["n"].indices.numpy().tolist()) == ([1], [[0, 0]])
     assert parsed["x"].values.numpy().tolist() == [0.5]  # NA is missing, as in training
     assert parsed["s"].numpy().tolist() == [b"u", b"v"]
+
+
+INFERENCE = "inference.input_dir=data/penguins"
+
+
+@pytest.mark.e2e
+def test_the_pipeline_scores_inference_input_dir_with_the_version_it_pushed(finished_run, capsys):
+    run = finished_run(INFERENCE)  # the one shared run with an inference step
+    version = run.summary.pushed_version
+    predictions = run.summary.predictions
+    assert run.summary.component("BulkInferrer").state == "ran"
+    assert predictions.properties["model_version"] == version
+    assert (predictions.properties["rows"], predictions.properties["scored"]) == (344, 344)
+    assert "inference: scored 344 of 344 rows (0 rejected) of snapshot" in run.output
+    assert f"with model version {version}" in run.output
+    out = list(csv.DictReader(open(f"{predictions.uri}/penguins.csv")))
+    assert [int(r["line"]) for r in out] == list(range(2, 346))
+    # Lineage: the Predictions' producer read the inference snapshot and this run's push.
+    store = open_store(run.config.pipeline.metadata_path)
+    reader = Reader(store)
+    inputs = reader.inputs(reader.producer(reader.artifact(predictions.id)))
+    assert inputs["snapshot"][0].custom_properties["digest"].string_value == \
+        predictions.properties["snapshot_digest"]
+    assert inputs["pushed_model"][0].custom_properties["pushed_version"].string_value == version
+    capsys.readouterr()
+    assert main(["lineage", version, "--config", CONFIG, *[a for s in run.overrides() for a in ("--set", s)]]) == 0
+    assert f"scored       artifact {predictions.id}  {predictions.uri}" in capsys.readouterr().out
+    assert "Inference (inference.input_dir)" in render(run.summary, run.config.pipeline.name)
+
+
+def test_a_span_is_scored_once_and_again_when_its_files_change(tmp_path):
+    ledger_dir = str(tmp_path / "ledger")
+    assert ledger.unscored({"span-1": "a", "span-2": "b"}, ledger_dir) == (["span-1", "span-2"], [])
+    ledger.mark_scored(ledger_dir, {"span-1": "a", "span-2": "b"}, "7", "uri")
+    assert ledger.unscored({"span-1": "a", "span-2": "changed", "span-3": "c"}, ledger_dir) == \
+        (["span-2", "span-3"], ["span-1"])
+
+
+def test_the_model_is_the_push_or_else_the_serving_one():
+    from tfx.types import standard_artifacts
+
+    pushed, serving = standard_artifacts.PushedModel(), standard_artifacts.Model()
+    pushed.uri, serving.uri = "/push", "/serving"
+    pushed.set_int_custom_property("pushed", 0)
+    serving.set_int_custom_property("empty", 1)
+    assert model_to_use(pushed, serving) is None
+    serving.set_int_custom_property("empty", 0)
+    serving.set_string_custom_property("serving_version", "5")
+    assert model_to_use(pushed, serving) == ("5", "/serving/Format-Serving")
+    pushed.set_int_custom_property("pushed", 1)
+    pushed.set_string_custom_property("pushed_version", "6")
+    assert model_to_use(pushed, serving) == ("6", "/push")

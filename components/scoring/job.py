@@ -7,7 +7,7 @@ import dataclasses
 import posixpath
 import time
 import uuid
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -83,13 +83,18 @@ class _WriteChunk(beam.DoFn):
             f.write(data)
 
 
+def beam_pipeline(beam_args: Sequence[str]) -> Callable[[], beam.Pipeline]:
+    return lambda: beam.Pipeline(options=PipelineOptions(list(beam_args)))
+
+
 def score_files(files: Sequence[InputFile], columns: Columns, model_dir: str, layout: output.Layout,
-                output_dir: str, beam_args: Sequence[str], chunk_rows: int = CHUNK_ROWS) -> Counts:
-    """Score every row of `files` with `model_dir`'s serving_default into `output_dir`."""
+                output_dir: str, make_pipeline: Callable[[], beam.Pipeline], chunk_rows: int = CHUNK_ROWS) -> Counts:
+    """Score every row of `files` with `model_dir`'s serving_default into `output_dir`, in a Beam pipeline
+    from `make_pipeline` (`beam_pipeline(args)`, or a TFX Beam executor's own)."""
     start = time.monotonic()
     parts = posixpath.join(output_dir, PARTS_PREFIX + uuid.uuid4().hex[:12])
     paths = [f.path for f in files]
-    pipeline = beam.Pipeline(options=PipelineOptions(list(beam_args)))
+    pipeline = make_pipeline()
     _ = (pipeline
          | "Files" >> beam.Create(list(enumerate(files)))
          | "Reshuffle" >> beam.Reshuffle()  # spread the files over the workers
