@@ -87,11 +87,17 @@ def read_batches(path: str, column_names: Sequence[str], batch_rows: int = BATCH
 
 def _records(path: str) -> Iterator[list[list[bytes]]]:
     """The file's records after its header, a block's at a time, each a list of cells ([] for a blank line)."""
+    for _, records in numbered_records(path):
+        yield records
+
+
+def numbered_records(path: str) -> Iterator[tuple[Sequence[int], list[list[bytes]]]]:
+    """`_records` with each record's first line number in the file (the header is line 1)."""
     parse = csv_decoder._CSVRecordReader(",")  # noqa: SLF001 - TFX's parser
     pending = csv_executor._CsvLineBuffer()  # noqa: SLF001 - TFX's joining of a quoted cell's lines
     with beam.io.filesystems.FileSystems.open(path) as f:  # as TFX's reader opens it
         f.readline()  # the header
-        rest = b""
+        rest, line, start = b"", 2, 2  # the next block's first line; the pending record's first line
         while True:
             block = f.read(_BLOCK_BYTES)
             data = rest + block
@@ -110,14 +116,19 @@ def _records(path: str) -> Iterator[list[list[bytes]]]:
             if lines[-1] == b"":
                 lines.pop()
             if pending.is_empty() and not any(c in data for c in _NOT_PLAIN):
-                yield [line.split(b",") if line else [] for line in lines]
+                yield range(line, line + len(lines)), [cells.split(b",") if cells else [] for cells in lines]
+                line += len(lines)
                 continue
-            records = []
-            for i, line in enumerate(lines):
-                pending.write(line.decode("utf-8") + ("\n" if i < len(lines) - 1 or data.endswith(b"\n") else ""))
+            records, numbers = [], []
+            for i, text in enumerate(lines):
+                if pending.is_empty():
+                    start = line + i
+                pending.write(text.decode("utf-8") + ("\n" if i < len(lines) - 1 or data.endswith(b"\n") else ""))
                 if pending.is_complete_line():
                     records.append(parse.ReadLine(pending.read()))
-            yield records
+                    numbers.append(start)
+            line += len(lines)
+            yield numbers, records
     if not pending.is_empty():
         raise CsvInputError(f"{path}: a quoted cell is not closed before the end of the file")
 

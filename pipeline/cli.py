@@ -55,7 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--force", action="store_true", help="overwrite an existing file")
     schema.set_defaults(func=cmd_schema)
 
-    for p in (run, report, snaps, lineage, hist, simulate, schema):
+    predict = sub.add_parser("predict", help="score raw CSV rows with a pushed model (docs/predict.md)")
+    predict.add_argument("--input", required=True, metavar="DIR|CSV", help="a directory of CSV files or one CSV")
+    predict.add_argument("--output", required=True, metavar="DIR", help="a new or empty directory")
+    predict.add_argument("--version", type=int, help="a pushed version (default: the newest, which serves)")
+    predict.add_argument("--label", choices=["stable", "canary"],
+                         help="a serving label (not available until the serving rollout lands)")
+    predict.add_argument("--format", choices=["csv", "jsonl"], help="default: predict.format")
+    predict.add_argument("--runner", choices=["local", "dataflow"], default="local",
+                         help="where the Beam job runs (dataflow: not implemented yet)")
+    predict.set_defaults(func=cmd_predict)
+
+    for p in (run, report, snaps, lineage, hist, simulate, schema, predict):
         _add_config_args(p)
     simulate.set_defaults(config="configs/simulate.yaml")  # after --config's own default, to replace it
     _add_vertex_commands(sub)
@@ -154,6 +165,12 @@ def cmd_schema(config, args) -> int:
     if resolved is not None:
         print("features with this schema:\n  " + resolved.describe().replace("\n", "\n  "))
     return EXIT_OK
+
+
+def cmd_predict(config, args) -> int:
+    from pipeline.predict import cmd_predict
+
+    return cmd_predict(config, args)
 
 
 def cmd_lineage(config, args) -> int:

@@ -16,6 +16,7 @@ from components.snapshot.store import DIGEST_RE
 from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
+from pipeline.sections.predict import InferenceSection, PredictSection
 from pipeline.sections.serving import ServingSection
 from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer import pod
@@ -305,6 +306,8 @@ class Config(Section):
     notify: NotifySection = NotifySection()
     # How a push reaches TF Serving's traffic, and the serving gate before it (docs/serving.md).
     serving: ServingSection = ServingSection()
+    predict: PredictSection = PredictSection()
+    inference: InferenceSection = InferenceSection()
 
     @property
     def snapshots_root(self) -> str:
@@ -334,7 +337,8 @@ class Config(Section):
             # default MinIO store is not supported: TFX reads s3:// only with tensorflow-io, tfx#4537.)
             for field, value in (("pipeline.root", self.pipeline.root), ("data.input_dir", self.data.input_dir),
                                  ("data.schema_file", self.data.schema_file),
-                                 ("trainer.checkpoint_dir", self.trainer.checkpoint_dir)):
+                                 ("trainer.checkpoint_dir", self.trainer.checkpoint_dir),
+                                 ("inference.input_dir", self.inference.input_dir)):
                 if value is not None and not value.startswith("gs://"):
                     raise ValueError(f"{field} must be a gs:// URI when the {remote} section is set (got {value!r})")
             if pod.is_remote(self.trainer.tpu):

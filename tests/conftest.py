@@ -150,7 +150,7 @@ def gcs_bucket(gcs_emulator) -> GcsBucket:
 # the shared runs and the Kubeflow dry runs on the other (durations in docs/performance.md).
 SHARED_RUN_MODULES = ("tests/test_baseline.py", "tests/test_determinism.py", "tests/test_evaluator.py",
                       "tests/test_gates.py", "tests/test_lineage.py", "tests/test_pipeline_e2e.py",
-                      "tests/test_report.py", "tests/test_tuning_run.py")
+                      "tests/test_predict.py", "tests/test_report.py", "tests/test_tuning_run.py")
 SHARED_RUNS_GROUP = "shared-runs"
 FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP, "tests/test_dryrun_conditions.py",
                 "tests/test_dryrun_kubeflow.py")

@@ -189,6 +189,17 @@ class ResolvedFeatures:
         ])
 
 
+_SCHEMA_TYPES = {"INT": "int", "FLOAT": "float", "BYTES": "string"}
+
+
+def columns_from_schema(schema) -> dict[str, ColumnType]:
+    """A tensorflow_metadata Schema's columns and their types, as `resolve` takes them."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    return {f.name: _SCHEMA_TYPES[schema_pb2.FeatureType.Name(f.type)] for f in schema.feature
+            if schema_pb2.FeatureType.Name(f.type) in _SCHEMA_TYPES}
+
+
 def not_a_column(field: str, name: str, columns, listing: str) -> FeatureConfigError:
     """`name` is not among `columns`; when a column differs from it only by surrounding whitespace or invisible
     marks (a byte-order mark, a zero-width or no-break space), the error names that column and the fix."""

@@ -26,6 +26,7 @@ from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
 from pipeline.dag.conditions import checks_new_span, only_with_new_span, training_config_digest
 from pipeline.dag.evaluation import eval_config
+from pipeline.dag.inference import inference_steps
 from pipeline.dag.run_lease import first_task, lease_everything
 from pipeline.dag.splits import split_output
 from pipeline.dag.tuning import tuning_step
@@ -165,8 +166,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
                 filesystem=pusher_pb2.PushDestination.Filesystem(
                     base_directory=config.pipeline.serving_dir))).with_id("Pusher")
 
+        # With inference.input_dir: its snapshot scored by the model just pushed, or the one serving.
+        inference = inference_steps(config, schema=schema_gen.outputs["schema"],
+                                    pushed_model=pusher.outputs["pushed_model"],
+                                    serving_model=serving_model.outputs["model"])
+
     components = [snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
-                  *([tuner] if tuner else []), serving_model, trainer, evaluator, pusher]
+                  *([tuner] if tuner else []), serving_model, trainer, evaluator, pusher, *inference]
     if run_lease:
         lease = first_task(config)
         lease_everything(lease, components)

@@ -8,11 +8,9 @@ from typing import Optional
 from pipeline.config import Config, resolve
 from pipeline.errors import ConfigError
 from trainer.errors import FeatureConfigError
-from trainer.feature_config import ColumnType, FeatureConfig, ResolvedFeatures, not_a_column
+from trainer.feature_config import FeatureConfig, ResolvedFeatures, columns_from_schema, not_a_column
 from trainer.feature_config import resolve as resolve_features
 from trainer.tasks import MAIN_METRICS
-
-_TYPES = {"INT": "int", "FLOAT": "float", "BYTES": "string"}
 
 
 def require_features(config: Config) -> FeatureConfig:
@@ -63,13 +61,6 @@ def load_schema(path: str):
     if not os.path.isfile(path):
         raise ConfigError(f"data.schema_file: {path} does not exist (`python -m pipeline schema infer` writes one)")
     return text_format.Parse(open(path).read(), schema_pb2.Schema())
-
-
-def columns_from_schema(schema) -> dict[str, ColumnType]:
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    return {f.name: _TYPES[schema_pb2.FeatureType.Name(f.type)] for f in schema.feature
-            if schema_pb2.FeatureType.Name(f.type) in _TYPES}
 
 
 def _csv_header(input_dir: str) -> Optional[list[str]]:

@@ -63,7 +63,7 @@ def main_metric(config: Config) -> MainMetric:
 
 
 def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], config: Config) -> Row:
-    snapshot = summary.snapshots()[0][1] if summary.snapshots() else None
+    snapshot = summary.training_snapshots()[0][1] if summary.training_snapshots() else None
     gate = summary.component("DriftGate")
     accepted = ""
     if gate is not None:

@@ -11,6 +11,7 @@ from typing import Optional
 
 from ml_metadata.metadata_store import metadata_store
 
+from components.scoring import keys as scoring_keys
 from pipeline.config import REPO_ROOT, Config
 from pipeline.errors import LineageError
 from pipeline.runs import mlmd
@@ -55,6 +56,8 @@ class Lineage:
     evaluation: Optional[Artifact]
     blessing: Optional[Artifact]
     pushes: list[Artifact]
+    # Predictions the BulkInferrer made with this model's pushed versions (inference.input_dir).
+    scored: list[Artifact] = dataclasses.field(default_factory=list)
 
     @property
     def digest(self) -> Optional[str]:
@@ -120,6 +123,9 @@ def trace(store: metadata_store.MetadataStore, model: Artifact, push: Optional[A
         evaluations = reader.produced_from(model, "model", "evaluation")
         blessings = reader.produced_from(model, "model", "blessing")
     pushes = [p for p in reader.produced_from(model, "model", "pushed_model") if mlmd.properties(p).get("pushed") == 1]
+    versions = {mlmd.properties(p).get("pushed_version") for p in pushes}
+    scored = [a for a in reader.artifacts_of_type(scoring_keys.PREDICTIONS_TYPE)
+              if mlmd.properties(a).get(scoring_keys.MODEL_VERSION) in versions]
     return Lineage(
         model=model, snapshot=snapshots[0] if snapshots else None, examples=examples,
         statistics=statistics[-1] if statistics else None, schema=schema,
@@ -127,7 +133,7 @@ def trace(store: metadata_store.MetadataStore, model: Artifact, push: Optional[A
         anomalies=anomalies[-1] if anomalies else None, transform_graph=transform_graph,
         trainer_config=config.get("trainer", {}), code_version=config.get(CODE_VERSION_KEY, "unknown"),
         evaluation=evaluations[-1] if evaluations else None, blessing=blessings[-1] if blessings else None,
-        pushes=pushes)
+        pushes=pushes, scored=scored)
 
 
 def format_lineage(lin: Lineage) -> str:
@@ -166,6 +172,8 @@ def format_lineage(lin: Lineage) -> str:
         lines.append(row("pushed", push, f"version {p.get('pushed_version')} -> {p.get('pushed_destination')}"))
     if not lin.pushes:
         lines.append("pushed       never")
+    for predictions in lin.scored:
+        lines.append(row("scored", predictions, scoring_keys.describe(mlmd.properties(predictions))))
     return "\n".join(lines)
 
 

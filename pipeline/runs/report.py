@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 
+from components.scoring import keys as scoring_keys  # noqa: E402
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
@@ -56,6 +57,7 @@ def render(summary: RunSummary, pipeline_name: str, cost: Optional[TrainerCost] 
         tuning_section(summary),
         _training(summary),
         _evaluation(summary),
+        *([_inference(summary)] if summary.predictions is not None else []),
         _snapshot(summary),
     ]
     return page.PAGE.format(title=page.escape(f"{pipeline_name} run {summary.run_id}"), body="\n".join(sections))
@@ -232,6 +234,14 @@ def _evaluation(s: RunSummary) -> str:
         verdict = f'<p class="bad"><b>Not blessed</b>, so nothing was pushed:</p><ul>{reasons}</ul>'
     pushed = f"<p>Pushed by this run: {page.escape(push_outcome(s))}</p>"
     return page.section("evaluation", "Evaluation and blessing", table + verdict + pushed)
+
+
+def _inference(s: RunSummary) -> str:
+    p = s.predictions
+    rows = [("scored", scoring_keys.describe(p.properties)), ("predictions", p.uri),
+            ("model version", str(p.properties.get(scoring_keys.MODEL_VERSION) or "none")),
+            ("snapshot", str(p.properties.get(scoring_keys.SNAPSHOT_DIGEST, "")))]
+    return page.section("inference", "Inference (inference.input_dir)", page.table(("", ""), rows))
 
 
 def _snapshot(s: RunSummary) -> str:

@@ -12,6 +12,8 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
 from components.pusher import GATE, REFUSED, REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.scoring import keys as scoring_keys
+from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID, PREDICTIONS_TYPE
 from components.snapshot import newness
 from components.snapshot.component import WAITING_SPANS
 from components.tuner import LATEST_TUNING_ID, TUNER_ID
@@ -104,6 +106,15 @@ class RunSummary:
         """(component, artifact) for every dataset snapshot a component of this run wrote."""
         return [(name, a) for name, arts in self.outputs.items() for a in arts if mlmd.is_snapshot(a.type_name)]
 
+    def training_snapshots(self) -> list[tuple[str, ArtifactInfo]]:
+        """snapshots() without the inference input's (inference.input_dir): the data this run trained on."""
+        return [(name, a) for name, a in self.snapshots() if name != INFERENCE_SNAPSHOT_ID]
+
+    @property
+    def predictions(self) -> Optional[ArtifactInfo]:
+        """What the BulkInferrer scored in this run (inference.input_dir); None when it did not run."""
+        return self.output(BULK_INFERRER_ID, PREDICTIONS_TYPE)
+
 
 def exit_code(summary: Optional[RunSummary]) -> int:
     """What a finished run exits with (pipeline/errors.py): pushed 0; nothing new (no new span, or the
@@ -140,7 +151,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.validation_failures = [f"{f.metric_key.name}: {f.message}"
                                        for per_slice in validation.metric_validations_per_slice
                                        for f in per_slice.failures]
-    snapshots = summary.snapshots()
+    snapshots = summary.training_snapshots()
     if snapshots:
         summary.snapshot_digest = snapshots[0][1].properties.get("digest")
         summary.snapshot_rows = snapshots[0][1].properties.get("rows")
@@ -249,6 +260,9 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
         lines.append(f"serving gate: {summary.serving_gate}")
     lines.append(f"pushed: {push_outcome(summary)}")
     lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
+    if summary.predictions is not None:
+        lines.append(f"inference: {scoring_keys.describe(summary.predictions.properties)}")
+        lines.append(f"  predictions: {summary.predictions.uri}")
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
     lines.append(f"metadata:  {config.pipeline.metadata_path}")
     if log_file:

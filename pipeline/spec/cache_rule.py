@@ -74,7 +74,7 @@ def _mutable_readers() -> dict[str, str]:
         name_utils.get_full_name(LatestTuning.EXECUTOR_SPEC.executor_class):
             "reads the last search's result under pipeline.root/tuning, which every search replaces",
         name_utils.get_full_name(Snapshot.EXECUTOR_SPEC.executor_class):
-            "reads data.input_dir, which changes behind the same URI",
+            "reads its source (data.input_dir, or inference.input_dir), which changes behind the same URI",
         name_utils.get_full_name(ImportSchemaGen.EXECUTOR_SPEC.executor_class):
             "reads data.schema_file, which can be replaced in place",
     }

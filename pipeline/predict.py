@@ -1,0 +1,104 @@
+"""`python -m pipeline predict`: score a directory of raw CSV rows (or one CSV) with a pushed model version."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from typing import Optional
+
+from components import serving_dir, training_record
+from components.csv_examples import csv_files
+from components.errors import ComponentError
+from components.scoring.job import Counts, InputFile, beam_pipeline, score_files
+from components.scoring.plan import plan
+from pipeline.config import Config, resolve
+from pipeline.dag.beam import beam_pipeline_args
+from pipeline.data.checks import load_schema, require_features
+from pipeline.errors import CommandFailed, ConfigError
+
+SUMMARY_FILE = "summary.json"
+RUNNERS = ("local", "dataflow")
+
+
+def choose_version(config: Config, version: Optional[int], label: Optional[str]) -> serving_dir.Version:
+    """`version`, else the newest pushed version (the one TF Serving serves under its default policy)."""
+    if label is not None:
+        raise ConfigError(f"--label {label}: serving labels (stable, canary) are not available until the serving "
+                          "rollout lands; name a pushed version with --version N, or leave it out for the newest")
+    base = config.pipeline.serving_dir
+    found = serving_dir.versions(base)
+    if not found:
+        raise CommandFailed(f"no pushed model under {base}: run the pipeline first (make run)")
+    if version is None:
+        return found[-1]
+    chosen = next((v for v in found if v.number == version), None)
+    if chosen is None:
+        raise ConfigError(f"--version {version}: not a pushed version under {base} "
+                          f"(pushed: {', '.join(v.name for v in found)})")
+    return chosen
+
+
+def input_files(source: str) -> list[InputFile]:
+    """The CSV files of a directory (*.csv, sharing one header, as a training run's) or one CSV file."""
+    path = resolve(source)
+    is_dir = os.path.isdir(path) or (path.startswith("gs://") and not path.endswith(".csv"))
+    directory, pattern = (path, "*.csv") if is_dir else (posixpath.dirname(path), posixpath.basename(path))
+    header, paths = csv_files(directory, pattern)
+    return [InputFile(p, tuple(header), posixpath.splitext(posixpath.basename(p))[0]) for p in paths]
+
+
+def predict(config: Config, source: str, output_dir: str, version: Optional[int] = None,
+            label: Optional[str] = None, runner: str = "local", format: Optional[str] = None) -> dict:
+    """Score `source` into `output_dir` and return the summary (also written there as summary.json)."""
+    if runner != "local":
+        raise ConfigError(f"--runner {runner}: predict on Dataflow is not implemented yet; it runs locally "
+                          "(docs/predict.md, 'At scale')")
+    features = require_features(config)
+    if not config.data.schema_file or config.data.schema_file.startswith("gs://"):
+        raise ConfigError("predict reads the column types from a local data.schema_file; set it "
+                          "(`python -m pipeline schema infer` writes one)")
+    chosen = choose_version(config, version, label)
+    output_dir = resolve(output_dir)
+    if os.path.isdir(output_dir) and os.listdir(output_dir):
+        raise CommandFailed(f"--output {output_dir} is not empty; predict writes into a new or empty directory")
+    try:
+        files = input_files(source)
+        columns, layout = plan(load_schema(resolve(config.data.schema_file)), features, config.predict.keep,
+                               config.data.missing_values, chosen.path, format or config.predict.format)
+        counts = score_files(files, columns, chosen.path, layout, output_dir, beam_pipeline(beam_pipeline_args(config)),
+                             config.predict.chunk_rows)
+    except (ComponentError, ValueError) as e:
+        raise CommandFailed(str(e)) from None
+    record = training_record.read(config.pipeline.serving_dir, chosen.name)
+    summary = summary_of(counts, chosen, record)
+    with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True)
+    return summary
+
+
+def summary_of(counts: Counts, version: serving_dir.Version, record) -> dict:
+    return {"rows": counts.rows, "scored": counts.scored, "rejected": counts.rejected,
+            "seconds": round(counts.seconds, 3), "rows_per_second": round(counts.rows_per_second, 1),
+            "model_version": version.name, "model_path": version.path,
+            "record": record.describe() if record is not None else "none (pushed before records were kept)",
+            "outputs": list(counts.outputs), "rejects": counts.rejects}
+
+
+def format_summary(summary: dict) -> str:
+    return "\n".join([
+        f"scored {summary['scored']:,} of {summary['rows']:,} rows with model version {summary['model_version']} "
+        f"({summary['record']})",
+        f"rejected: {summary['rejected']:,}" + (f" (reasons and line numbers in {summary['rejects']})"
+                                                 if summary["rejected"] else ""),
+        f"time: {summary['seconds']:.1f} s, {summary['rows_per_second']:,.0f} rows/s",
+        "predictions: " + ", ".join(summary["outputs"]),
+    ])
+
+
+def cmd_predict(config: Config, args) -> int:
+    from pipeline.errors import EXIT_OK
+
+    summary = predict(config, args.input, args.output, args.version, args.label, args.runner, args.format)
+    print(format_summary(summary))
+    return EXIT_OK
