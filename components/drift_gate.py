@@ -6,7 +6,7 @@ import dataclasses
 import json
 import logging
 import os
-from typing import Any
+from typing import Any, Optional
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 from tfx import types
@@ -40,20 +40,32 @@ class Drift:
         return f"feature {self.feature}: {self.measure} distance {self.distance:.3f} > threshold {self.threshold:g}"
 
 
-def gated_features(features_json: str, schema: schema_pb2.Schema) -> dict[str, str]:
+def gated_features(features_json: str, schema: schema_pb2.Schema, roles: Optional[dict] = None) -> dict[str, str]:
     """{column: "numeric" | "categorical"} for the label and every model input: the features
-    section (JSON) resolved against the schema's columns, as Transform and the Trainer resolve it."""
+    section (JSON) resolved against the schema's columns, as Transform and the Trainer resolve it, with the
+    column roles (trainer/roles.py) inferred from the newest data: ids and free text are no model input, and a
+    date is not gated (new data has new dates by nature)."""
     from tensorflow_transform.tf_metadata import schema_utils
 
     from trainer.feature_config import FeatureConfig, resolve
     from trainer.features import column_types
 
     resolved = resolve(FeatureConfig.model_validate_json(features_json),
-                       column_types(schema_utils.schema_as_feature_spec(schema).feature_spec))
+                       column_types(schema_utils.schema_as_feature_spec(schema).feature_spec), roles)
     gated = {resolved.label: "numeric" if resolved.task == "regression" else "categorical"}
     gated.update({f.name: "numeric" for f in resolved.numeric})
-    gated.update({f.name: "categorical" for f in resolved.categorical})
+    gated.update({f.name: "categorical" for f in (*resolved.categorical, *resolved.boolean)})
     return gated
+
+
+def roles_of(frame, schema: schema_pb2.Schema) -> dict:
+    """The column roles of the newest data's first rows (as Transform infers them on its training split)."""
+    from trainer import roles
+
+    kinds = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
+    head = frame.head(roles.SAMPLE_ROWS)
+    return roles.infer(roles.Sample(f.name, kinds[f.type], head[f.name].dropna().tolist(), len(head))
+                       for f in schema.feature if f.type in kinds and f.name in head.columns)
 
 
 def with_comparators(schema: schema_pb2.Schema, gated: dict[str, str], numeric: float, categorical: float,
@@ -101,8 +113,18 @@ def check(found: list[Drift], accepted: frozenset[str]) -> None:
 
 
 def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
-    import pandas as pd
+    return statistics_of(newest_frame(snapshot_uri, spans))
+
+
+def statistics_of(frame) -> statistics_pb2.DatasetFeatureStatisticsList:
     import tensorflow_data_validation as tfdv
+
+    return tfdv.generate_statistics_from_dataframe(frame)
+
+
+def newest_frame(snapshot_uri: str, spans: tuple[str, ...]):
+    """The newest span's rows (the whole snapshot of a flat source), typed as ExampleGen types them."""
+    import pandas as pd
 
     top = os.path.join(snapshot_uri, DATA_DIR, spans[-1]) if spans else os.path.join(snapshot_uri, DATA_DIR)
     files = sorted(p for p in fileio.glob(os.path.join(top, "*.csv")))
@@ -120,7 +142,7 @@ def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_p
             frame[name] = pd.to_numeric(frame[name])
         except (ValueError, TypeError):
             pass
-    return tfdv.generate_statistics_from_dataframe(frame)
+    return frame
 
 
 SNAPSHOT, SCHEMA = "snapshot", "schema"
@@ -165,10 +187,10 @@ class DriftGateExecutor(base_executor.BaseExecutor):
         limits = json.loads(exec_properties[THRESHOLDS])
         raw_schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(input_dict[SCHEMA][0].uri))
         spans = spans_of(snapshot)
-        compared = with_comparators(raw_schema, gated_features(exec_properties[FEATURES], raw_schema),
-                                    limits["numeric"], limits["categorical"], limits["features"])
-        found = measure(newest_statistics(snapshot.get_string_custom_property("snapshot_uri"), spans),
-                        record.train_statistics(), compared)
+        frame = newest_frame(snapshot.get_string_custom_property("snapshot_uri"), spans)
+        gated = gated_features(exec_properties[FEATURES], raw_schema, roles_of(frame, raw_schema))
+        compared = with_comparators(raw_schema, gated, limits["numeric"], limits["categorical"], limits["features"])
+        found = measure(statistics_of(frame), record.train_statistics(), compared)
         for d in found:
             logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance,
                          d.threshold)
