@@ -18,7 +18,7 @@ from trainer import role_table
 from trainer import roles as data_roles
 from trainer.feature_config import resolve
 from trainer.features import CONFIG_KEY as FEATURES_KEY
-from trainer.features import from_custom_config
+from trainer.features import from_custom_config, xf
 
 _DTYPES = {"int": tf.int64, "float": tf.float32, "string": tf.string}
 _SCHEMA_KINDS = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
@@ -69,9 +69,15 @@ def infer(input_dict: dict[str, list[types.Artifact]], custom_config: Optional[d
 
 
 def keep(transform_graph: types.Artifact, inferred: dict[str, data_roles.Role], table: list[dict[str, str]]) -> None:
-    """Beside the graph: the roles for the Trainer (trainer/roles.py reads them), the table for report and lineage."""
+    """Beside the graph: the roles for the Trainer (trainer/roles.py reads them), the table for report and lineage,
+    with each category's id count as the analysis found it (vocabulary and OOV buckets)."""
+    import tensorflow_transform as tft
+
     with fileio.open(os.path.join(transform_graph.uri, data_roles.ROLES_FILE), "w") as f:
         f.write(data_roles.dumps(inferred))
+    schema = tft.TFTransformOutput(transform_graph.uri).transformed_metadata.schema
+    ids = {f.name: int(f.int_domain.max) + 1 for f in schema.feature if f.HasField("int_domain")}
+    table = role_table.with_sizes(table, {r["column"]: ids[xf(r["column"])] for r in table if xf(r["column"]) in ids})
     transform_graph.set_string_custom_property(role_table.ARTIFACT_PROPERTY, role_table.dumps(table))
 
 
