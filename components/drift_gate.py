@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import posixpath
-from typing import Any
+from typing import Any, Optional
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
 from tfx import types
@@ -41,20 +41,32 @@ class Drift:
         return f"feature {self.feature}: {self.measure} distance {self.distance:.3f} > threshold {self.threshold:g}"
 
 
-def gated_features(features_json: str, schema: schema_pb2.Schema) -> dict[str, str]:
+def gated_features(features_json: str, schema: schema_pb2.Schema, roles: Optional[dict] = None) -> dict[str, str]:
     """{column: "numeric" | "categorical"} for the label and every model input: the features
-    section (JSON) resolved against the schema's columns, as Transform and the Trainer resolve it."""
+    section (JSON) resolved against the schema's columns, as Transform and the Trainer resolve it, with the
+    column roles (trainer/roles.py) inferred from the newest data: ids and free text are no model input, and a
+    date is not gated (new data has new dates by nature)."""
     from tensorflow_transform.tf_metadata import schema_utils
 
     from trainer.feature_config import FeatureConfig, resolve
     from trainer.features import column_types
 
     resolved = resolve(FeatureConfig.model_validate_json(features_json),
-                       column_types(schema_utils.schema_as_feature_spec(schema).feature_spec))
+                       column_types(schema_utils.schema_as_feature_spec(schema).feature_spec), roles)
     gated = {resolved.label: "numeric" if resolved.task == "regression" else "categorical"}
     gated.update({f.name: "numeric" for f in resolved.numeric})
-    gated.update({f.name: "categorical" for f in resolved.categorical})
+    gated.update({f.name: "categorical" for f in (*resolved.categorical, *resolved.boolean)})
     return gated
+
+
+def roles_of(frame, schema: schema_pb2.Schema) -> dict:
+    """The column roles of the newest data's first rows (as Transform infers them on its training split)."""
+    from trainer import roles
+
+    kinds = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
+    head = frame.head(roles.SAMPLE_ROWS)
+    return roles.infer(roles.Sample(f.name, kinds[f.type], head[f.name].dropna().tolist(), len(head))
+                       for f in schema.feature if f.type in kinds and f.name in head.columns)
 
 
 def with_comparators(schema: schema_pb2.Schema, gated: dict[str, str], numeric: float, categorical: float,
@@ -101,10 +113,25 @@ def check(found: list[Drift], accepted: frozenset[str]) -> None:
         raise DataDriftError("\n".join(lines))
 
 
-def statistics_of(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """TFDV statistics of every row of these spans of a snapshot (of the whole snapshot for a flat source)."""
-    import pandas as pd
+def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
+    return statistics_of(newest_frame(snapshot_uri, spans))
+
+
+def statistics_of(frame) -> statistics_pb2.DatasetFeatureStatisticsList:
     import tensorflow_data_validation as tfdv
+
+    return tfdv.generate_statistics_from_dataframe(frame)
+
+
+def newest_frame(snapshot_uri: str, spans: tuple[str, ...]):
+    """The newest span's rows (the whole snapshot of a flat source), typed as ExampleGen types them."""
+    return rows_of(snapshot_uri, tuple(spans)[-1:])
+
+
+def rows_of(snapshot_uri: str, spans: tuple[str, ...]):
+    """Every row of these spans of a snapshot (of the whole snapshot for a flat source), typed as ExampleGen
+    types them."""
+    import pandas as pd
 
     tops = [os.path.join(snapshot_uri, DATA_DIR, span) for span in spans] or [os.path.join(snapshot_uri, DATA_DIR)]
     frames = []
@@ -121,11 +148,7 @@ def statistics_of(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.D
             frame[name] = pd.to_numeric(frame[name])
         except (ValueError, TypeError):
             pass
-    return tfdv.generate_statistics_from_dataframe(frame)
-
-
-def newest_statistics(snapshot_uri: str, spans: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
-    return statistics_of(snapshot_uri, tuple(spans)[-1:])
+    return frame
 
 
 def baseline_statistics(record: training_record.Record,
@@ -135,7 +158,7 @@ def baseline_statistics(record: training_record.Record,
     baseline_uri = f"{posixpath.dirname(snapshot_uri.rstrip('/'))}/{record.snapshot_digest}"
     if DIGEST_RE.match(record.snapshot_digest) and fileio.exists(os.path.join(baseline_uri, DATA_DIR)):
         logging.info("drift gate: baseline: the rows of snapshot %s", baseline_uri)
-        return statistics_of(baseline_uri, record.spans)
+        return statistics_of(rows_of(baseline_uri, record.spans))
     logging.info("drift gate: baseline: the train-split statistics in the record (snapshot %s is not in the store)",
                  record.snapshot_digest[:12] or "?")
     return record.train_statistics()
@@ -183,10 +206,11 @@ class DriftGateExecutor(base_executor.BaseExecutor):
         limits = json.loads(exec_properties[THRESHOLDS])
         raw_schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(input_dict[SCHEMA][0].uri))
         spans = spans_of(snapshot)
-        compared = with_comparators(raw_schema, gated_features(exec_properties[FEATURES], raw_schema),
-                                    limits["numeric"], limits["categorical"], limits["features"])
         snapshot_uri = snapshot.get_string_custom_property("snapshot_uri")
-        found = measure(newest_statistics(snapshot_uri, spans), baseline_statistics(record, snapshot_uri), compared)
+        frame = newest_frame(snapshot_uri, spans)
+        gated = gated_features(exec_properties[FEATURES], raw_schema, roles_of(frame, raw_schema))
+        compared = with_comparators(raw_schema, gated, limits["numeric"], limits["categorical"], limits["features"])
+        found = measure(statistics_of(frame), baseline_statistics(record, snapshot_uri), compared)
         for d in found:
             logging.info("drift gate: %s %s distance %.3f (threshold %g)", d.feature, d.measure, d.distance,
                          d.threshold)

@@ -20,7 +20,10 @@ from components.drift_gate import (
     check,
     gated_features,
     measure,
+    newest_frame,
     newest_statistics,
+    roles_of,
+    statistics_of,
     with_comparators,
 )
 from components.snapshot.component import DatasetSnapshot
@@ -258,3 +261,18 @@ def test_the_newest_data_is_typed_as_example_gen_types_it(tmp_path):
     [dataset] = newest_statistics(str(tmp_path), ()).datasets
     kinds = {f.path.step[0]: statistics_pb2.FeatureNameStatistics.Type.Name(f.type) for f in dataset.features}
     assert kinds == {"flag": "STRING", "calls": "FLOAT", "fee": "FLOAT", "plan": "STRING"}
+
+
+def test_ids_free_text_and_dates_are_not_gated_booleans_are(tmp_path):
+    # New rows have new ids and new dates by nature: gating them would stop every retraining.
+    import tensorflow_data_validation as tfdv
+
+    from tests import messy_data
+
+    messy_data.write(tmp_path / "data", messy_data.customers(300))
+    frame = newest_frame(str(tmp_path), ())
+    schema = tfdv.infer_schema(statistics_of(frame))
+    gated = gated_features('{"label": "churned", "task": "binary", "positive_class": "yes"}', schema,
+                           roles_of(frame, schema))
+    assert gated == {"churned": "categorical", "plan": "categorical", "region": "categorical",
+                     "autopay": "categorical", "monthly_fee": "numeric", "support_calls": "numeric"}

@@ -121,6 +121,9 @@ def test_the_table_says_how_each_column_was_read_and_why():
     text = role_table.format_table(table)
     assert text.splitlines()[0].startswith("churned ") and "read as iso" in text
     assert role_table.loads(role_table.dumps(table)) == table
+    # After the analysis, each category's id count (vocabulary and OOV buckets) joins its encoding.
+    sized = {r["column"]: r["encoding"] for r in role_table.with_sizes(table, {"plan": 5})}
+    assert sized["plan"].endswith("1 OOV bucket for the rest: 5 ids") and sized["fee"] == by_column["fee"]["encoding"]
 
 
 # Each role through real tf.Transform, as the pipeline's Transform runs it: the roles in custom_config.

@@ -39,7 +39,7 @@ def fields(cell: str, fmt: str) -> tuple[int, int, int, int]:
 
 
 def valid(cell: str, fmt: str) -> bool:
-    if fmt not in matching(cell):
+    if not _COMPILED[fmt].fullmatch(cell.strip()):
         return False
     _, month, day, hour = fields(cell, fmt)
     return 1 <= month <= 12 and 1 <= day <= 31 and hour <= 23

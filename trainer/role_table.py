@@ -69,6 +69,18 @@ def _date(f) -> str:
     return f"{parts}; read as {f.format}"
 
 
+def with_sizes(table: list[dict[str, str]], sizes: dict[str, int]) -> list[dict[str, str]]:
+    """The table with each categorical column's id count after the analysis (`sizes`: column -> ids, from
+    Transform's output schema)."""
+    out = []
+    for r in table:
+        size = sizes.get(r["column"])
+        if r["role"] == "categorical" and size is not None:
+            r = {**r, "encoding": f"{r['encoding']}: {size:,} ids"}
+        out.append(r)
+    return out
+
+
 def dumps(table: list[dict[str, str]]) -> str:
     return json.dumps(table)
 

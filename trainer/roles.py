@@ -121,6 +121,9 @@ def infer_one(s: Sample) -> Role:
 
 def _date_format(strings: Sequence[str]) -> Optional[str]:
     """The format most of the values are valid dates of; day-first when a day above 12 says so, else month-first."""
+    head = strings[:100]  # most columns are plainly not dates: a look at the first values settles those
+    if sum(any(dates.valid(v, fmt) for fmt in dates.FORMATS) for v in head) < DATE_MATCH_RATIO * len(head):
+        return None
     needed = DATE_MATCH_RATIO * len(strings)
     candidates = {fmt: sum(dates.valid(v, fmt) for v in strings) for fmt in dates.FORMATS}
     best = max(candidates.values())
