@@ -55,7 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--force", action="store_true", help="overwrite an existing file")
     schema.set_defaults(func=cmd_schema)
 
-    for p in (run, report, snaps, lineage, hist, simulate, schema):
+    serving = sub.add_parser("serving", help="what TF Serving serves under stable and canary; promote or roll back")
+    serving.add_argument("action", choices=["status", "promote", "rollback"],
+                         help="status: each label's version and record; promote: canary becomes stable; rollback: "
+                              "drop the canary, or (none out) make the previous stable stable again")
+    serving.add_argument("--to", type=int, metavar="VERSION", help="rollback: make this version stable")
+    serving.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                         help="promote/rollback: wait this long for a run holding the root (default 60)")
+    serving.set_defaults(func=cmd_serving)
+
+    for p in (run, report, snaps, lineage, hist, simulate, schema, serving):
         _add_config_args(p)
     simulate.set_defaults(config="configs/simulate.yaml")  # after --config's own default, to replace it
     _add_vertex_commands(sub)
@@ -167,6 +176,16 @@ def cmd_history(config, args) -> int:
     from pipeline.runs.history import cmd_history
 
     print(cmd_history(config))
+    return EXIT_OK
+
+
+def cmd_serving(config, args) -> int:
+    from pipeline import serving
+
+    if args.to is not None and args.action != "rollback":
+        raise ConfigError(f"--to is for rollback, not {args.action}")
+    print(serving.status(config) if args.action == "status"
+          else serving.move(config, args.action, args.to, args.wait))
     return EXIT_OK
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.pusher import GATE, REFUSED, REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_VERSION
 from components.snapshot import newness
 from components.snapshot.component import WAITING_SPANS
 from components.tuner import LATEST_TUNING_ID, TUNER_ID
@@ -70,6 +70,8 @@ class RunSummary:
     refused: Optional[str] = None
     # What the serving gate found, a sentence; None when it did not run.
     serving_gate: Optional[str] = None
+    # TF Serving's labels right after this run's push ("stable V[, canary W]", components/rollout.py); None without one.
+    serving_labels: Optional[str] = None
     # What killed pushes had left in the serving directory, removed by this run's Pusher.
     removed_debris: tuple[str, ...] = ()
     # Spans the Snapshot left out because their ready marker (data.span_ready_marker) was missing.
@@ -164,6 +166,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
         summary.refused = pushed.properties.get(REFUSED) or None
         summary.serving_gate = pushed.properties.get(GATE) or None
+        summary.serving_labels = pushed.properties.get(LABELS) or None
     if pushed is not None and pushed.properties.get("pushed") == 1:
         if pusher_cached:
             # A rerun with nothing changed: the Pusher's output is the push of an earlier run, so this
@@ -246,6 +249,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.serving_gate:
         lines.append(f"serving gate: {summary.serving_gate}")
     lines.append(f"pushed: {push_outcome(summary)}")
+    if summary.serving_labels:
+        lines.append(f"  serving labels now: {summary.serving_labels} (python -m pipeline serving status)")
     lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
     lines.append(f"artifacts: {config.pipeline.pipeline_root}")
     lines.append(f"metadata:  {config.pipeline.metadata_path}")

@@ -1,7 +1,10 @@
-"""The `serving` section: the warm-up requests and the serving gate before the push.
+"""The `serving` section: how a pushed model reaches TF Serving's traffic (rollout), the warm-up requests and the
+serving gate before the push.
 Why and sources: docs/serving.md."""
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field
 
@@ -11,6 +14,10 @@ from trainer.config import Section
 
 
 class ServingSection(Section):
+    # direct: a push serves at once under the label `stable`; canary: it is added under `canary` while `stable` keeps
+    # serving, until `python -m pipeline serving promote` (or rollback). The first push of a root is stable either
+    # way. configs/local.yaml keeps direct (docs/serving.md says why), the cloud configs choose canary.
+    rollout: Literal["direct", "canary"] = "direct"
     # Warm-up requests (assets.extra/tf_serving_warmup_requests): this many eval rows, one request each; the
     # serving gate replays them in a TensorFlow-only process. TF Serving reads at most 1000.
     warmup_requests: int = Field(8, ge=1, le=MAX_REQUESTS)
@@ -22,4 +29,4 @@ class ServingSection(Section):
     def gate_settings(self, model_name: str, drop_features: tuple[str, ...]) -> GateSettings:
         return GateSettings(model_name=model_name, warmup_requests=self.warmup_requests,
                             max_latency_ms=self.max_latency_ms, timeout_seconds=self.gate_timeout_seconds,
-                            drop_features=drop_features)
+                            drop_features=drop_features, rollout=self.rollout)
