@@ -20,7 +20,8 @@ COMPOSE_SCHEMA = Path(__file__).resolve().parent / "schemas" / "compose-spec.jso
 # The Kubernetes minor whose API the manifests are checked against (kubernetes-validate ships schemas up to 1.37);
 # strict: a field the API does not know is an error, not an ignored key.
 K8S_VERSION = "1.31"
-FLAGS = {"--model_config_file_poll_wait_seconds=30", "--allow_version_labels_for_unavailable_models=true",
+FLAGS = {"--model_config_file_poll_wait_seconds=30", "--monitoring_config_file=/etc/tf-serving/monitoring.config",
+         "--allow_version_labels_for_unavailable_models=true",
          "--port=8500", "--rest_api_port=8501"}
 
 
@@ -93,3 +94,20 @@ def test_a_canary_deployment_beside_stable_takes_its_replica_share_of_the_servic
     [account] = [d for d in docs if d["kind"] == "ServiceAccount"]
     assert account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].startswith("penguin-serving@")
     assert {p["port"] for p in service["spec"]["ports"]} == {8500, 8501}
+
+
+def test_both_servers_publish_the_prometheus_page_serving_check_scrapes():
+    """tensorflow_serving/config/monitoring_config.proto: MonitoringConfig.prometheus_config {enable, path} (that proto
+    is not in the tensorflow-serving-api wheel, so the text is compared, not parsed)."""
+    text = (SERVING / "monitoring.config").read_text()
+    assert "enable: true" in text and 'path: "/monitoring/prometheus/metrics"' in text
+    [config_map] = [d for d in _k8s() if d["kind"] == "ConfigMap"]
+    assert config_map["data"]["monitoring.config"] == text
+    for deployment in (d for d in _k8s() if d["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        [mount] = pod["containers"][0]["volumeMounts"]
+        assert mount["mountPath"] == "/etc/tf-serving" and mount["readOnly"] is True
+        assert pod["volumes"] == [{"name": mount["name"], "configMap": {"name": config_map["metadata"]["name"]}}]
+    compose = yaml.safe_load((SERVING / "docker-compose.yaml").read_text())
+    for svc in compose["services"].values():
+        assert "./monitoring.config:/etc/tf-serving/monitoring.config:ro" in svc["volumes"]
