@@ -21,6 +21,7 @@ from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
 from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
+UNCHANGED_LABEL = "unchanged_label"  # which label that version has: stable, or canary (components/rollout.py)
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
 STATISTICS_KEY, SNAPSHOT_KEY, EXAMPLES_KEY = "statistics", "snapshot", "examples"
 # The serving section as GateSettings JSON (components/serving_gate.py); with the examples input, the candidate gets
@@ -99,11 +100,12 @@ class PushExecutor(tfx_pusher_executor.Executor):
         model_push.set_string_custom_property(REMOVED_DEBRIS, "; ".join(removed))
         # Stable, or the canary out: a run never pushes again what either already is.
         digest = serving_dir.tree_digest(model_path)
-        for current in filter(None, (serving_dir.serving(base), serving_dir.canary(base))):
-            if serving_dir.tree_digest(current.path) == digest:
-                logging.info("the candidate is identical to serving version %s; pushing nothing", current.name)
+        for label, current in (("stable", serving_dir.serving(base)), ("canary", serving_dir.canary(base))):
+            if current is not None and serving_dir.tree_digest(current.path) == digest:
+                logging.info("the candidate is identical to %s version %s; pushing nothing", label, current.name)
                 self._MarkNotPushed(model_push)
                 model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
+                model_push.set_string_custom_property(UNCHANGED_LABEL, label)
                 return
         if settings is not None:
             verdict = serving_gate.check(model_path, settings)

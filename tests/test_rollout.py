@@ -141,7 +141,7 @@ def test_on_gcs_the_config_is_replaced_only_under_its_generation(gcs_bucket):
 
 def test_a_canary_push_leaves_stable_serving_and_a_candidate_identical_to_the_canary_is_not_pushed(tmp_path):
     from components import serving_gate, warmup
-    from components.pusher import LABELS, UNCHANGED_VERSION
+    from components.pusher import LABELS, UNCHANGED_LABEL, UNCHANGED_VERSION
     from tests import serving_models
 
     settings = serving_gate.GateSettings(model_name=NAME, warmup_requests=2, rollout="canary")
@@ -158,6 +158,7 @@ def test_a_canary_push_leaves_stable_serving_and_a_candidate_identical_to_the_ca
     again = serving_models.push(tmp_path, model_b, examples, base, "b-again", settings)
     assert again.get_int_custom_property("pushed") == 0
     assert again.get_string_custom_property(UNCHANGED_VERSION) == str(canary)
+    assert again.get_string_custom_property(UNCHANGED_LABEL) == "canary"
     assert rollout.labels(str(base)) == Labels(stable, canary)
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_LABEL, UNCHANGED_VERSION
 from components.snapshot import newness
 from components.snapshot.component import WAITING_SPANS
 from components.tuner import LATEST_TUNING_ID, TUNER_ID
@@ -66,6 +66,8 @@ class RunSummary:
     unchanged_version: Optional[str] = None
     # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
     nothing_new: Optional[str] = None
+    # ... and that version is the canary out, not stable (components/rollout.py).
+    unchanged_is_canary: bool = False
     # Why the serving gate refused the blessed candidate (components/serving_gate.py): nothing was pushed.
     refused: Optional[str] = None
     # What the serving gate found, a sentence; None when it did not run.
@@ -177,6 +179,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
             summary.pushed_version = pushed.properties.get("pushed_version")
     elif pushed is not None:
         summary.unchanged_version = pushed.properties.get(UNCHANGED_VERSION)
+        summary.unchanged_is_canary = pushed.properties.get(UNCHANGED_LABEL) == "canary"
     return summary
 
 
@@ -264,8 +267,8 @@ def push_outcome(summary: RunSummary) -> str:
     if summary.nothing_new:
         return f"nothing new: {summary.nothing_new}"
     if summary.unchanged_version:
-        return (f"nothing new: the candidate is the model serving now (version {summary.unchanged_version}), "
-                "so it was not pushed again")
+        what = "the canary out" if summary.unchanged_is_canary else "the model serving now"
+        return f"nothing new: the candidate is {what} (version {summary.unchanged_version}), so it was not pushed again"
     if summary.pushed_path:
         return f"{summary.pushed_path} (version {summary.pushed_version})"
     stopped = next((c.name for c in summary.components if c.state == "failed"), None)
