@@ -117,7 +117,8 @@ def test_a_refusal_reads_the_same_in_the_summary_and_history():
                                      "(the model serving now, if any, is unchanged)")
     assert exit_code(summary) == 3
     canary = RunSummary("r", [], {}, {}, True, [], None, None, unchanged_version="7", unchanged_is_canary=True)
-    assert push_outcome(canary) == "nothing new: the candidate is the canary out (version 7), so it was not pushed again"
+    assert push_outcome(canary) == ("nothing new: the candidate is the canary out (version 7), "
+                                    "so it was not pushed again")
     row = Row("r", "(flat)", 1, "ok", 1.0, True, None, None, None, refused=summary.refused)
     assert row.outcome == "refused by serving gate"
 
