@@ -16,11 +16,12 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components import lease, serving_dir, serving_gate, training_record
+from components import lease, rollout, serving_dir, serving_gate, training_record
 from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
 from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
+UNCHANGED_LABEL = "unchanged_label"  # which label that version has: stable, or canary (components/rollout.py)
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
 STATISTICS_KEY, SNAPSHOT_KEY, EXAMPLES_KEY = "statistics", "snapshot", "examples"
 # The serving section as GateSettings JSON (components/serving_gate.py); with the examples input, the candidate gets
@@ -28,6 +29,7 @@ STATISTICS_KEY, SNAPSHOT_KEY, EXAMPLES_KEY = "statistics", "snapshot", "examples
 SERVING_KEY = "serving"
 REFUSED = "refused"  # why the serving gate refused the candidate (nothing pushed); "" when it passed
 GATE = "serving_gate"  # what the serving gate found, a sentence
+LABELS = "serving_labels"  # the labels after this push: "stable V[, canary W]"
 LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/lease.py) tells debris apart
 # A run on Vertex or Kubeflow: the run that holds that lease (components/run_lease.py) and its ttl. The push
 # renews the lease as that run and heartbeats it while it works; LeaseLost (nothing pushed) if the run lost it.
@@ -96,12 +98,15 @@ class PushExecutor(tfx_pusher_executor.Executor):
         for what in removed:
             logging.warning("removed what a killed push left in %s: %s", base, what)
         model_push.set_string_custom_property(REMOVED_DEBRIS, "; ".join(removed))
-        current = serving_dir.serving(base)
-        if current is not None and serving_dir.tree_digest(current.path) == serving_dir.tree_digest(model_path):
-            logging.info("the candidate is identical to serving version %s; pushing nothing", current.name)
-            self._MarkNotPushed(model_push)
-            model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
-            return
+        # Stable, or the canary out: a run never pushes again what either already is.
+        digest = serving_dir.tree_digest(model_path)
+        for label, current in (("stable", serving_dir.serving(base)), ("canary", serving_dir.canary(base))):
+            if current is not None and serving_dir.tree_digest(current.path) == digest:
+                logging.info("the candidate is identical to %s version %s; pushing nothing", label, current.name)
+                self._MarkNotPushed(model_push)
+                model_push.set_string_custom_property(UNCHANGED_VERSION, current.name)
+                model_push.set_string_custom_property(UNCHANGED_LABEL, label)
+                return
         if settings is not None:
             verdict = serving_gate.check(model_path, settings)
             model_push.set_string_custom_property(GATE, verdict.describe())
@@ -119,6 +124,11 @@ class PushExecutor(tfx_pusher_executor.Executor):
                 training_record.remove(base, version)
             raise
         logging.info("model published as %s", serving_path)
+        if settings is not None:  # TF Serving's model config: the version under stable or canary (serving.rollout)
+            moved = rollout.after_push(base, settings.model_name, version, settings.rollout, run)
+            logging.info("serving labels: %s", moved.describe())
+            model_push.set_string_custom_property(LABELS, f"stable {moved.stable}" + (
+                f", canary {moved.canary}" if moved.canary is not None else ""))
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
 

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Callable, Optional
 
-from components import gcs, lease
+from components import gcs, lease, model_config
 from components.storage import Storage, chunks, storage_for
 
 SAVED_MODEL = "saved_model.pb"
@@ -64,10 +64,28 @@ def incomplete(base: str, gcs_client=None) -> list[int]:
                   if name.isdigit() and SAVED_MODEL not in files)
 
 
-def serving(base: str, gcs_client=None) -> Optional[Version]:
+def highest(base: str, gcs_client=None) -> Optional[Version]:
     """The version TF Serving serves under its default policy: the highest loadable one."""
     found = versions(base, gcs_client)
     return found[-1] if found else None
+
+
+def serving(base: str, gcs_client=None) -> Optional[Version]:
+    """"The model serving now": the version labelled stable in TF Serving's model config (components/rollout.py),
+    or without one (a root from before it was written) the highest loadable version. While a canary is out this
+    is stable: the drift gate's, the Evaluator's and warm start's model (docs/serving.md)."""
+    return _labelled(base, "stable", gcs_client) or highest(base, gcs_client)
+
+
+def canary(base: str, gcs_client=None) -> Optional[Version]:
+    """The version labelled canary, if one is out."""
+    return _labelled(base, "canary", gcs_client)
+
+
+def _labelled(base: str, label: str, gcs_client) -> Optional[Version]:
+    written = model_config.read(base, gcs_client)
+    number = getattr(written.labels, label) if written is not None else None
+    return next((v for v in versions(base, gcs_client) if v.number == number), None) if number is not None else None
 
 
 def tree_digest(directory: str, gcs_client=None) -> str:

@@ -26,6 +26,7 @@ class GateSettings:
     timeout_seconds: float = 300.0   # the probe process as a whole
     drop_features: tuple[str, ...] = ()  # what clients don't send: the label, ignored columns
     split: str = "eval"
+    rollout: str = "direct"          # direct | canary (components/rollout.py)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -37,6 +37,7 @@ class Record:
     training_key: str = ""
     run: str = ""                     # the run that pushed it (a local run's id, or the pipeline job's name)
     metric: Optional[tuple[str, float]] = None  # the metric it was blessed on: (label, value)
+    written: str = ""                 # when the Pusher wrote it (UTC, ISO 8601): when the version was pushed
 
     @property
     def statistics_path(self) -> str:
@@ -100,12 +101,19 @@ def read(base: str, version: str, gcs_client=None) -> Optional[Record]:
                   snapshot_digest=body.get("snapshot_digest", ""), snapshot_rows=body.get("snapshot_rows"),
                   statistics_uri=body.get("statistics_uri", ""), model_uri=body.get("model_uri", ""),
                   span_digests=dict(body.get("span_digests") or {}), training_key=body.get("training_key", ""),
-                  run=body.get("run", ""), metric=tuple(body["metric"]) if body.get("metric") else None)
+                  run=body.get("run", ""), metric=tuple(body["metric"]) if body.get("metric") else None,
+                  written=body.get("written", ""))
 
 
 def serving_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
     """The version TF Serving serves now (None if none) and its record (None if it has none)."""
     current = serving_dir.serving(base, gcs_client)
+    return current, (read(base, current.name, gcs_client) if current is not None else None)
+
+
+def canary_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
+    """The version out as canary (None if none) and its record."""
+    current = serving_dir.canary(base, gcs_client)
     return current, (read(base, current.name, gcs_client) if current is not None else None)
 
 

@@ -3,7 +3,6 @@ Why and sources: docs/serving.md."""
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Iterable, Sequence
 
@@ -25,7 +24,7 @@ def eval_rows(examples_uri: str, split: str, count: int, drop: Sequence[str] = (
     every time), without the features in `drop` (the label and ignored columns: clients don't send them)."""
     import tensorflow as tf
 
-    files = sorted(glob.glob(os.path.join(examples_uri, f"Split-{split}", "*")))
+    files = sorted(tf.io.gfile.glob(os.path.join(examples_uri, f"Split-{split}", "*")))  # gs:// on Vertex
     if not files:
         raise ServingGateError(f"no {split} split under {examples_uri}: the warm-up requests are built from its rows")
     rows = []
@@ -34,7 +33,9 @@ def eval_rows(examples_uri: str, split: str, count: int, drop: Sequence[str] = (
         for name in drop:
             if name in example.features.feature:
                 del example.features.feature[name]
-        rows.append(example.SerializeToString())
+        # Maps serialize in no fixed order unless asked: the same rows must give the same bytes (the Pusher's
+        # "identical to the version serving" check compares the candidate with its warm-up file).
+        rows.append(example.SerializeToString(deterministic=True))
     if not rows:
         raise ServingGateError(f"the {split} split under {examples_uri} has no rows to build warm-up requests from")
     return rows
@@ -82,7 +83,7 @@ def write(model_dir: str, logs: Sequence) -> str:
     tf.io.gfile.makedirs(os.path.dirname(path))
     with tf.io.TFRecordWriter(path) as writer:
         for log in logs:
-            writer.write(log.SerializeToString())
+            writer.write(log.SerializeToString(deterministic=True))
     return path
 
 

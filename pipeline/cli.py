@@ -66,7 +66,24 @@ def build_parser() -> argparse.ArgumentParser:
                          help="where the Beam job runs (dataflow: not implemented yet)")
     predict.set_defaults(func=cmd_predict)
 
-    for p in (run, report, snaps, lineage, hist, simulate, schema, predict):
+
+    serving = sub.add_parser("serving", help="what TF Serving serves under stable and canary; promote or roll back")
+    serving.add_argument("action", choices=["status", "promote", "rollback", "check"],
+                         help="status: each label's version and record; promote: canary becomes stable; rollback: "
+                              "drop the canary, or (none out) make the previous stable stable again; check: decide "
+                              "on the recorded TF Serving metrics of both Deployments (serving.check)")
+    serving.add_argument("--to", type=int, metavar="VERSION", help="rollback: make this version stable")
+    serving.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
+                         help="promote/rollback: wait this long for a run holding the root (default 60)")
+    serving.add_argument("--metrics-dir", help="check: the recorded scrapes, <dir>/stable|canary/<unix time>.prom "
+                         "(default: <pipeline.root>/serving_metrics)")
+    for track in ("stable", "canary"):
+        serving.add_argument(f"--{track}-url", metavar="URL", help=f"check: scrape the {track} Deployment's "
+                             "/monitoring/prometheus/metrics into --metrics-dir first")
+    serving.add_argument("--dry-run", action="store_true", help="check: say what it would do, change nothing")
+    serving.set_defaults(func=cmd_serving)
+
+    for p in (run, report, snaps, lineage, hist, simulate, schema, predict, serving):
         _add_config_args(p)
     simulate.set_defaults(config="configs/simulate.yaml")  # after --config's own default, to replace it
     _add_vertex_commands(sub)
@@ -184,6 +201,22 @@ def cmd_history(config, args) -> int:
     from pipeline.runs.history import cmd_history
 
     print(cmd_history(config))
+    return EXIT_OK
+
+
+def cmd_serving(config, args) -> int:
+    from pipeline import serving
+
+    if args.to is not None and args.action != "rollback":
+        raise ConfigError(f"--to is for rollback, not {args.action}")
+    if args.action == "check":
+        from pipeline.serving_check import check
+
+        urls = {"stable": args.stable_url, "canary": args.canary_url}
+        print(check(config, args.metrics_dir, urls, apply=not args.dry_run))
+    else:
+        print(serving.status(config) if args.action == "status"
+              else serving.move(config, args.action, args.to, args.wait))
     return EXIT_OK
 
 

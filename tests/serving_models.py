@@ -4,6 +4,7 @@ serving_default on serialized tf.Examples (as trainer/export.py's), and ways to 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import tensorflow as tf
@@ -81,3 +82,30 @@ def with_declared_dtype(model_dir: Path, output: str = "scores", dtype=types_pb2
 def tree(directory: Path) -> dict[str, bytes]:
     return {p.relative_to(directory).as_posix(): p.read_bytes()
             for p in sorted(directory.rglob("*")) if p.is_file() and not os.path.islink(p)}
+
+
+def push(tmp_path, model_dir, examples, base, name, settings):
+    """PushExecutor on a blessed Model artifact holding model_dir, with the examples input and serving settings."""
+    from tfx.proto import pusher_pb2
+    from tfx.types import standard_artifacts, standard_component_specs
+    from tfx.utils import proto_utils
+
+    from components.pusher import EXAMPLES_KEY, SERVING_KEY, PushExecutor
+
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / f"{name}-model")
+    shutil.copytree(model_dir, f"{model.uri}/Format-Serving")
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.set_int_custom_property("blessed", 1)
+    examples_artifact = standard_artifacts.Examples()
+    examples_artifact.uri = str(examples)
+    pushed = standard_artifacts.PushedModel()
+    pushed.uri = str(tmp_path / f"{name}-pushed")
+    destination = pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(base)))
+    PushExecutor().Do(
+        {standard_component_specs.MODEL_KEY: [model], standard_component_specs.MODEL_BLESSING_KEY: [blessing],
+         EXAMPLES_KEY: [examples_artifact]},
+        {standard_component_specs.PUSHED_MODEL_KEY: [pushed]},
+        {standard_component_specs.PUSH_DESTINATION_KEY: proto_utils.proto_to_json(destination),
+         SERVING_KEY: settings.to_json()})
+    return pushed

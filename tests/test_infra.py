@@ -11,14 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from pipeline.config import load_config
 from tests.infra_support import (
     APIS,
     DEPLOYER,
     INFRA,
-    PINNED_IMAGE,
     TERRAFORM,
     grants,
     load_terraform,
@@ -260,35 +258,6 @@ def test_checkov_finds_no_failed_checks():
         for skipped in report["results"]["skipped_checks"]:
             reason = skipped["check_result"].get("suppress_comment", "")
             assert len(reason) > 20, f"{kind}: {skipped['check_id']} skipped without a reason"
-
-
-def test_compose_serves_the_pushed_model_with_health_check():
-    compose = yaml.safe_load((INFRA / "serving" / "docker-compose.yaml").read_text())
-    svc = compose["services"]["tf-serving"]
-    assert PINNED_IMAGE.match(svc["image"])
-    assert {"--port=8500", "--rest_api_port=8501", "--model_name=penguin-tpu",
-            "--model_base_path=/models/penguin-tpu"} <= set(svc["command"])
-    assert {p.rsplit(":", 1)[-1].split()[0] for p in svc["ports"]} == {"8500", "8501"}
-    assert "/v1/models/penguin-tpu" in " ".join(svc["healthcheck"]["test"])
-    assert svc["volumes"][0].endswith(":/models/penguin-tpu:ro")
-
-
-def test_k8s_manifest_reads_gcs_and_probes_both_ports():
-    docs = {d["kind"]: d for d in yaml.safe_load_all((INFRA / "serving" / "k8s.yaml").read_text())}
-    assert {"Namespace", "ServiceAccount", "Deployment", "Service", "NetworkPolicy"} <= set(docs)
-    assert {d["metadata"].get("namespace") for k, d in docs.items() if k != "Namespace"} == {"penguin-serving"}
-    pod = docs["Deployment"]["spec"]["template"]["spec"]
-    [container] = pod["containers"]
-    assert PINNED_IMAGE.match(container["image"])
-    base = next(a for a in container["args"] if a.startswith("--model_base_path="))
-    assert base.startswith("--model_base_path=gs://") and base.endswith("/serving_model/penguin-tpu")
-    assert {p["containerPort"] for p in container["ports"]} == {8500, 8501}
-    assert container["readinessProbe"]["httpGet"]["path"] == "/v1/models/penguin-tpu"
-    assert container["livenessProbe"]["tcpSocket"]["port"] == "grpc"
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert docs["ServiceAccount"]["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].startswith(
-        "penguin-serving@")
-    assert {p["port"] for p in docs["Service"]["spec"]["ports"]} == {8500, 8501}
 
 
 def test_only_the_pipeline_publishes_run_outcomes_and_failed_jobs_alert(tf):

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from components.model_config import CONFIG_FILE, TRACK_FILES
+from components.rollout import EVENTS_DIR
 from components.serving_dir import CLAIMS_DIR, claims, versions
 from components.snapshot import newness, spans
 from components.training_record import RECORDS_DIR
@@ -59,9 +61,11 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
 
     config = load_config(CONFIG, overrides)
     serving = config.pipeline.serving_dir
-    # One version, and beside it (under names TF Serving ignores) its training-data record and its claim only.
-    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == [
-        CLAIMS_DIR, RECORDS_DIR, versions(serving)[0].name]
+    # One version, and beside it (under names TF Serving ignores) its training-data record, its claim, TF Serving's
+    # model config files and the label move of its push only.
+    assert len(versions(serving)) == 1 and sorted(os.listdir(serving)) == sorted([
+        CLAIMS_DIR, RECORDS_DIR, EVENTS_DIR, CONFIG_FILE, *TRACK_FILES.values(), versions(serving)[0].name])
+    assert len(os.listdir(os.path.join(serving, EVENTS_DIR))) == 1
     assert os.listdir(os.path.join(serving, RECORDS_DIR)) == [versions(serving)[0].name]
     assert list(claims(serving)) == [versions(serving)[0].number]
     # The second run decided against the first run's model: nothing had changed, so its Trainer was the

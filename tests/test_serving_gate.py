@@ -74,40 +74,13 @@ def test_no_eval_rows_is_an_error_naming_the_split(tmp_path, saved):
         serving_gate.add_warmup(str(model), str(tmp_path / "nothing"), SETTINGS)
 
 
-def _push(tmp_path, model_dir, examples, base, name):
-    """PushExecutor on a blessed Model artifact holding model_dir, with the examples input and serving settings."""
-    from tfx.proto import pusher_pb2
-    from tfx.types import standard_artifacts, standard_component_specs
-    from tfx.utils import proto_utils
-
-    from components.pusher import EXAMPLES_KEY, SERVING_KEY, PushExecutor
-
-    model = standard_artifacts.Model()
-    model.uri = str(tmp_path / f"{name}-model")
-    shutil.copytree(model_dir, f"{model.uri}/Format-Serving")
-    blessing = standard_artifacts.ModelBlessing()
-    blessing.set_int_custom_property("blessed", 1)
-    examples_artifact = standard_artifacts.Examples()
-    examples_artifact.uri = str(examples)
-    pushed = standard_artifacts.PushedModel()
-    pushed.uri = str(tmp_path / f"{name}-pushed")
-    destination = pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(base)))
-    PushExecutor().Do(
-        {standard_component_specs.MODEL_KEY: [model], standard_component_specs.MODEL_BLESSING_KEY: [blessing],
-         EXAMPLES_KEY: [examples_artifact]},
-        {standard_component_specs.PUSHED_MODEL_KEY: [pushed]},
-        {standard_component_specs.PUSH_DESTINATION_KEY: proto_utils.proto_to_json(destination),
-         SERVING_KEY: SETTINGS.to_json()})
-    return pushed
-
-
 def test_the_pusher_pushes_the_candidate_with_its_warmup_and_refuses_one_that_cannot_serve(tmp_path, saved):
     from components import serving_dir
     from components.pusher import GATE, REFUSED
 
     model, examples = saved
     base = tmp_path / "serving"
-    first = _push(tmp_path, model, examples, base, "good")
+    first = serving_models.push(tmp_path, model, examples, base, "good", SETTINGS)
     assert first.get_int_custom_property("pushed") == 1
     assert f"{SETTINGS.warmup_requests} warm-up requests answered" in first.get_string_custom_property(GATE)
     [version] = serving_dir.versions(str(base))
@@ -115,7 +88,7 @@ def test_the_pusher_pushes_the_candidate_with_its_warmup_and_refuses_one_that_ca
     before = serving_models.tree(base)
 
     bad = serving_models.with_op(shutil.copytree(model, tmp_path / "bad"))
-    second = _push(tmp_path, bad, examples, base, "bad")
+    second = serving_models.push(tmp_path, bad, examples, base, "bad", SETTINGS)
     assert second.get_int_custom_property("pushed") == 0
     assert "CaseFoldUTF8" in second.get_string_custom_property(REFUSED)
     assert serving_models.tree(base) == before  # what serves is untouched, byte for byte
@@ -143,5 +116,28 @@ def test_a_refusal_reads_the_same_in_the_summary_and_history():
     assert push_outcome(summary) == ("nothing, refused by the serving gate: ops not registered in core TensorFlow: X "
                                      "(the model serving now, if any, is unchanged)")
     assert exit_code(summary) == 3
+    canary = RunSummary("r", [], {}, {}, True, [], None, None, unchanged_version="7", unchanged_is_canary=True)
+    assert push_outcome(canary) == ("nothing new: the candidate is the canary out (version 7), "
+                                    "so it was not pushed again")
     row = Row("r", "(flat)", 1, "ok", 1.0, True, None, None, None, refused=summary.refused)
     assert row.outcome == "refused by serving gate"
+
+
+def test_the_same_rows_give_the_same_warmup_bytes_in_any_process(tmp_path, saved):
+    """The Pusher's "identical to the version serving" check compares warm-up files: protobuf maps serialize in an
+    order that varies with the process's hash seed unless serialized deterministically."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    model, examples = saved
+    script = ("import sys; from components import serving_gate as g; "
+              "g.add_warmup(sys.argv[1], sys.argv[2], g.GateSettings.from_json(sys.argv[3]))")
+    digests = set()
+    for seed in ("1", "3"):  # two seeds that order these rows' features differently (without it, this fails)
+        copy = shutil.copytree(model, tmp_path / f"seed-{seed}")
+        subprocess.run([sys.executable, "-c", script, str(copy), str(examples), SETTINGS.to_json()], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        digests.add(hashlib.sha256(open(warmup.warmup_path(str(copy)), "rb").read()).hexdigest())
+    assert len(digests) == 1

@@ -6,17 +6,19 @@ import io
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from components import serving_dir
+from components.warmup import WARMUP_DIR, WARMUP_FILE
 from pipeline.config import load_config
 from pipeline.local.simulate import simulate
 from pipeline.runs.history import history
 from pipeline.runs.history_page import history_path
 from pipeline.runs.report import read_scalars
 from pipeline.runs.summary import summarize
-from tests.conftest import SAFETY_TRAIN_STEPS
+from tests.conftest import SAFETY_TRAIN_STEPS, tree_hashes
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -61,7 +63,9 @@ def test_three_spans_push_retrain_and_stop_on_drift(simulation):
     serving = serving_dir.serving(config.pipeline.serving_dir)
     assert serving.name == second.pushed_version and [r.serving for r in rows] == [False, True, False]
     model = second_summary.output("Trainer", "Model")
-    assert serving_dir.tree_digest(serving.path) == serving_dir.tree_digest(f"{model.uri}/Format-Serving")
+    # The trained model's files, and the warm-up file the Pusher added (components/warmup.py).
+    served, trained = (tree_hashes(Path(p)) for p in (serving.path, f"{model.uri}/Format-Serving"))
+    assert served.pop(f"{WARMUP_DIR}/{WARMUP_FILE}") and served == trained
     assert len(serving_dir.versions(config.pipeline.serving_dir)) == 2
     # The history table and page end the simulation.
     assert "history:" in text and "blocked by DriftGate" in text and "<- serving now" in text

@@ -49,36 +49,63 @@ def check(newest: spans.Span, serving_dir: str, digests: Optional[Mapping[str, s
     ready span, none of the spans it was trained on changed since (`digests`: span_digests of now), and its
     training key (what else decides the model: training_key_of) is `training_key`.
 
+    Compared with stable, then with the canary if one is out: a run never trains again what the canary is.
     Nothing serving, a version without a record (pushed before records were kept), one trained on a flat
     source or one whose record has no training key: new, there is nothing to compare with.
     """
-    current, record = training_record.serving_record(serving_dir) if serving_dir else (None, None)
-    if current is None or record is None or not record.spans:
-        return Newness(True, newest.name)
-    digests = digests or {}
-    changed = tuple(s for s in record.spans if s in digests and s in record.span_digests
-                    and digests[s] != record.span_digests[s])
-    seen = [spans.parse_name(s) for s in record.spans]
-    # Numbered and dated spans don't compare: a source that changed layout is new data.
-    comparable = all(len(k) == len(newest.key) for k in seen)
-    new = (not comparable or newest.key > max(seen) or bool(changed)
-           or not _same_training(record, training_key))
-    return Newness(new, newest.name, current.name, record.spans, changed,
-                   "" if new else f"no new span: the newest in the source is {newest.name}, and the model serving "
-                                  f"now (version {current.name}) was trained on {', '.join(record.spans)}")
+    found = Newness(True, newest.name)
+    for label, (current, record) in _labelled(serving_dir):
+        if record is None or not record.spans:
+            continue
+        digests = digests or {}
+        changed = tuple(s for s in record.spans if s in digests and s in record.span_digests
+                        and digests[s] != record.span_digests[s])
+        seen = [spans.parse_name(s) for s in record.spans]
+        # Numbered and dated spans don't compare: a source that changed layout is new data.
+        comparable = all(len(k) == len(newest.key) for k in seen)
+        new = (not comparable or newest.key > max(seen) or bool(changed)
+               or not _same_training(record, training_key))
+        answer = Newness(new, newest.name, current.name, record.spans, changed,
+                         "" if new else f"no new span: the newest in the source is {newest.name}, and the {label} "
+                                        f"(version {current.name}) was trained on {', '.join(record.spans)}")
+        if label == "model serving now":
+            found = answer  # what the drift gate and the summary compare with: stable's spans
+        if not new:
+            return answer
+    return found
 
 
 def check_flat(digest: str, serving_dir: str, training_key: str = "") -> Newness:
-    """A flat source: new unless the version serving now was trained on a snapshot of exactly this content
-    (`digest`, the snapshot's content digest) with the same training key."""
-    current, record = training_record.serving_record(serving_dir) if serving_dir else (None, None)
-    if current is None or record is None or record.spans:
-        return Newness(True)
-    new = record.snapshot_digest != digest or not _same_training(record, training_key)
-    return Newness(new, serving_version=current.name,
-                   why_not="" if new else f"the source is unchanged (snapshot {digest[:12]}) and so is the training "
-                                          f"config: the model serving now (version {current.name}) was trained on "
-                                          "exactly this")
+    """A flat source: new unless the version serving now (or the canary out) was trained on a snapshot of exactly
+    this content (`digest`, the snapshot's content digest) with the same training key."""
+    found = Newness(True)
+    for label, (current, record) in _labelled(serving_dir):
+        if record is None or record.spans:
+            continue
+        new = record.snapshot_digest != digest or not _same_training(record, training_key)
+        answer = Newness(new, serving_version=current.name,
+                         why_not="" if new else f"the source is unchanged (snapshot {digest[:12]}) and so is the "
+                                                f"training config: the {label} (version {current.name}) was trained "
+                                                "on exactly this")
+        if label == "model serving now":
+            found = answer
+        if not new:
+            return answer
+    return found
+
+
+def _labelled(serving_dir: str) -> list:
+    """[(label, (version, record))] of stable ("model serving now") and the canary, where there is one."""
+    if not serving_dir:
+        return []
+    out = []
+    current, record = training_record.serving_record(serving_dir)
+    if current is not None:
+        out.append(("model serving now", (current, record)))
+    canary, canary_record = training_record.canary_record(serving_dir)
+    if canary is not None and (current is None or canary.number != current.number):
+        out.append(("canary", (canary, canary_record)))
+    return out
 
 
 def _same_training(record: training_record.Record, training_key: str) -> bool:

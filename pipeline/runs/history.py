@@ -7,7 +7,7 @@ import dataclasses
 import os
 from typing import Optional
 
-from components import serving_dir
+from components import rollout, serving_dir
 from pipeline.config import Config
 from pipeline.runs import mlmd
 from pipeline.runs.cost import TrainerCost, trainer_cost
@@ -26,7 +26,8 @@ class Row:
     pushed_version: Optional[str]
     unchanged_version: Optional[str]
     stopped_by: Optional[str]  # the component that failed, if any
-    serving: bool = False
+    serving: bool = False  # its version (pushed, or the candidate's) is stable now
+    canary: bool = False   # ... is the canary out now
     nothing_new: bool = False  # the Snapshot found nothing new, so nothing after it ran
     removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
     cost: Optional[TrainerCost] = None  # the trainer's hours and estimated cost (pipeline/runs/cost.py)
@@ -62,7 +63,8 @@ def main_metric(config: Config) -> MainMetric:
     return MAIN_METRICS[config.features.task if config.features is not None else "multiclass"]
 
 
-def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], config: Config) -> Row:
+def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str], config: Config,
+         canary_version: Optional[str] = None) -> Row:
     snapshot = summary.training_snapshots()[0][1] if summary.training_snapshots() else None
     gate = summary.component("DriftGate")
     accepted = ""
@@ -79,6 +81,7 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
                removed_debris=summary.removed_debris, refused=summary.refused,
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version),
+               canary=canary_version is not None and canary_version == summary.pushed_version,
                cost=trainer_cost(summary, config))
 
 
@@ -88,8 +91,9 @@ def history(config: Config) -> list[Row]:
         return []
     reader = mlmd.Reader.open(config.pipeline.metadata_path)
     current = serving_dir.serving(config.pipeline.serving_dir)
+    canary = serving_dir.canary(config.pipeline.serving_dir)
     return [_row(reader, summarize(config.pipeline.metadata_path, config.pipeline.name, run.name, reader),
-                 current.name if current else None, config)
+                 current.name if current else None, config, canary.name if canary else None)
             for run in reader.runs(config.pipeline.name)]
 
 
@@ -144,12 +148,18 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
         lines.append(f"{r.run_id[:27]:<27} {r.spans[:22]:<22} {r.rows if r.rows is not None else '-':>5}  "
                      f"{r.drift:<8} {acc:>8}  {blessed:<7} {r.pushed_version or '-':<11} {r.outcome:<22} "
                      f"{tuning_cell(r):<18} {hours:>9} {usd:>8}  "
-                     f"{'<- serving now' if r.serving and r.pushed_version else ''}")
+                     f"{'<- serving now' if r.serving and r.pushed_version else '<- canary' if r.canary else ''}")
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
         if r.refused:
             lines.append(f"{'':<27} serving gate: {r.refused}")
     return "\n".join(lines + [cost_note(rows)])
 
 
+def label_moves(config: Config) -> str:
+    """Every move of TF Serving's labels on this root (components/rollout.py): pushes, promotions, rollbacks."""
+    moves = rollout.events(config.pipeline.serving_dir)
+    return "\n".join(["label moves:", *(f"  {e.describe()}" for e in moves)]) if moves else ""
+
+
 def cmd_history(config: Config) -> str:
-    return format_history(history(config), main_metric(config).label)
+    return "\n".join(filter(None, (format_history(history(config), main_metric(config).label), label_moves(config))))

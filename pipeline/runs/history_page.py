@@ -8,6 +8,7 @@ from typing import Optional
 
 import matplotlib.pyplot as plt
 
+from components import rollout
 from pipeline.config import Config, join
 from pipeline.runs import html as page
 from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric, tuning_cell
@@ -47,16 +48,23 @@ def history_figure(rows: list[Row], metric_label: str):
     return fig
 
 
-def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy") -> str:
+def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy", moves: tuple = ()) -> str:
+    """moves: TF Serving's label moves on this root (components/rollout.py Event), oldest first."""
     table = page.table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "tuning",
                     "trainer h", "est. $", "serving now"],
                    [[i, r.run_id, r.spans, r.rows if r.rows is not None else "-", r.drift,
                      f"{r.metric:.4f}" if r.metric is not None else "-",
                      {True: "yes", False: "NO", None: "-"}[r.blessed], r.pushed_version or "-", r.outcome,
-                     tuning_cell(r), *cost_cells(r), "yes" if r.serving and r.pushed_version else ""]
+                     tuning_cell(r), *cost_cells(r),
+                     "yes" if r.serving and r.pushed_version else "canary" if r.canary else ""]
                     for i, r in enumerate(rows, 1)])
     body = page.section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
                     + (f"<p class=dim>{page.escape(cost_note(rows))}</p>" if rows else ""))
+    if moves:
+        body += page.section("labels", "TF Serving's labels: every push, promotion and rollback", page.table(
+            ["when", "action", "stable before", "canary before", "stable", "canary", "by"],
+            [[e.when, e.action, *("-" if v is None else v for v in (e.before_stable, e.before_canary, e.stable,
+                                                                   e.canary)), e.by] for e in moves]))
     return page.PAGE.format(title=page.escape(f"{pipeline_name}: history of runs"), body=body)
 
 
@@ -65,5 +73,6 @@ def write_history_page(config: Config, rows: Optional[list[Row]] = None) -> str:
     path = history_path(config)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     rows = history(config) if rows is None else rows
-    Path(path).write_text(render_history(rows, config.pipeline.name, main_metric(config).label))
+    moves = tuple(rollout.events(config.pipeline.serving_dir))
+    Path(path).write_text(render_history(rows, config.pipeline.name, main_metric(config).label, moves))
     return path

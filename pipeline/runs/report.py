@@ -75,6 +75,8 @@ def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) ->
             ("pushed", push_outcome(s))]
     if s.serving_gate:
         rows.append(("serving gate", s.serving_gate))
+    if s.serving_labels:
+        rows.append(("serving labels after the push", s.serving_labels))
     if cost is not None:
         rows.append(("training cost", cost.describe()))
     return page.section("overview", "Run", page.table(("", ""), rows)

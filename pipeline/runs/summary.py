@@ -11,7 +11,7 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.pusher import GATE, REFUSED, REMOVED_DEBRIS, UNCHANGED_VERSION
+from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_LABEL, UNCHANGED_VERSION
 from components.scoring import keys as scoring_keys
 from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID, PREDICTIONS_TYPE
 from components.snapshot import newness
@@ -68,10 +68,14 @@ class RunSummary:
     unchanged_version: Optional[str] = None
     # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
     nothing_new: Optional[str] = None
+    # ... and that version is the canary out, not stable (components/rollout.py).
+    unchanged_is_canary: bool = False
     # Why the serving gate refused the blessed candidate (components/serving_gate.py): nothing was pushed.
     refused: Optional[str] = None
     # What the serving gate found, a sentence; None when it did not run.
     serving_gate: Optional[str] = None
+    # TF Serving's labels right after this run's push ("stable V[, canary W]", components/rollout.py); None without one.
+    serving_labels: Optional[str] = None
     # What killed pushes had left in the serving directory, removed by this run's Pusher.
     removed_debris: tuple[str, ...] = ()
     # Spans the Snapshot left out because their ready marker (data.span_ready_marker) was missing.
@@ -175,6 +179,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         summary.removed_debris = tuple(d for d in str(pushed.properties.get(REMOVED_DEBRIS, "")).split("; ") if d)
         summary.refused = pushed.properties.get(REFUSED) or None
         summary.serving_gate = pushed.properties.get(GATE) or None
+        summary.serving_labels = pushed.properties.get(LABELS) or None
     if pushed is not None and pushed.properties.get("pushed") == 1:
         if pusher_cached:
             # A rerun with nothing changed: the Pusher's output is the push of an earlier run, so this
@@ -185,6 +190,7 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
             summary.pushed_version = pushed.properties.get("pushed_version")
     elif pushed is not None:
         summary.unchanged_version = pushed.properties.get(UNCHANGED_VERSION)
+        summary.unchanged_is_canary = pushed.properties.get(UNCHANGED_LABEL) == "canary"
     return summary
 
 
@@ -259,6 +265,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.serving_gate:
         lines.append(f"serving gate: {summary.serving_gate}")
     lines.append(f"pushed: {push_outcome(summary)}")
+    if summary.serving_labels:
+        lines.append(f"  serving labels now: {summary.serving_labels} (python -m pipeline serving status)")
     lines.extend(f"  removed what a killed push left: {d}" for d in summary.removed_debris)
     if summary.predictions is not None:
         lines.append(f"inference: {scoring_keys.describe(summary.predictions.properties)}")
@@ -275,8 +283,8 @@ def push_outcome(summary: RunSummary) -> str:
     if summary.nothing_new:
         return f"nothing new: {summary.nothing_new}"
     if summary.unchanged_version:
-        return (f"nothing new: the candidate is the model serving now (version {summary.unchanged_version}), "
-                "so it was not pushed again")
+        what = "the canary out" if summary.unchanged_is_canary else "the model serving now"
+        return f"nothing new: the candidate is {what} (version {summary.unchanged_version}), so it was not pushed again"
     if summary.pushed_path:
         return f"{summary.pushed_path} (version {summary.pushed_version})"
     stopped = next((c.name for c in summary.components if c.state == "failed"), None)

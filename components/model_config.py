@@ -1,0 +1,129 @@
+"""TF Serving's model config files beside the versions: which versions load, under the labels stable and canary.
+Each is written whole; on GCS under a generation precondition. Why and sources: docs/serving.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import Optional
+
+from components import gcs
+from components.errors import ServingConfigChanged
+
+STABLE, CANARY = "stable", "canary"
+# Both labels: a client names the label it wants (an unlabelled request gets the highest version listed).
+CONFIG_FILE = "models.config"
+# One version each and no labels, for a server that must answer unlabelled requests: the stable and canary
+# Deployments (infra/serving/). canary.config lists the stable version while no canary is out.
+TRACK_FILES = {STABLE: "stable.config", CANARY: "canary.config"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Labels:
+    stable: Optional[int] = None
+    canary: Optional[int] = None
+
+    def versions(self) -> list[int]:
+        return sorted({v for v in (self.stable, self.canary) if v is not None})
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    labels: Labels
+    generation: str  # what `write` must find to replace it: a GCS generation, or a local file's mtime_ns
+
+
+def render(model_name: str, base_path: str, labels: Labels, track: Optional[str] = None) -> str:
+    """The ModelServerConfig text proto (tensorflow_serving/config/model_server_config.proto): the model's versions
+    under model_version_policy.specific, with version_labels. `track`: that label's version alone and no labels, so
+    the server's unlabelled requests get it and moving it needs no label move, which TF Serving refuses towards a
+    version it has not loaded yet (server_core.cc, UpdateModelVersionLabelMap)."""
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    if labels.stable is None:
+        raise ValueError("a model config needs a stable version")
+    named = {k: v for k, v in ((STABLE, labels.stable), (CANARY, labels.canary)) if v is not None}
+    if track is not None:
+        named = {}
+        versions = [labels.canary if track == CANARY and labels.canary is not None else labels.stable]
+    else:
+        versions = sorted(set(named.values()))
+    config = model_server_config_pb2.ModelServerConfig()
+    model = config.model_config_list.config.add(name=model_name, base_path=base_path, model_platform="tensorflow")
+    model.model_version_policy.specific.versions.extend(versions)
+    for label, version in named.items():
+        model.version_labels[label] = version
+    return text_format.MessageToString(config)
+
+
+def parse(text: str, where: str = "model config") -> Labels:
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
+    models = list(config.model_config_list.config)
+    if len(models) != 1:
+        raise ValueError(f"{where}: expected one model, found {len(models)}")
+    labels = dict(models[0].version_labels)
+    return Labels(labels.get(STABLE), labels.get(CANARY))
+
+
+def _path(base: str, name: str) -> str:
+    return f"{gcs.api_uri(base).rstrip('/')}/{name}"
+
+
+def read(base: str, gcs_client=None) -> Optional[Written]:
+    """The labels models.config gives and its generation; None when there is none (a root from before)."""
+    path = _path(base, CONFIG_FILE)
+    if gcs.is_gcs(path):
+        found = gcs.read(path, gcs_client)
+        if found is None:
+            return None
+        return Written(parse(found.body.decode(), path), str(found.generation))
+    try:
+        with open(path) as f:
+            text, stamp = f.read(), os.fstat(f.fileno()).st_mtime_ns
+    except FileNotFoundError:
+        return None
+    return Written(parse(text, path), str(stamp))
+
+
+def write(base: str, model_name: str, labels: Labels, expected: Optional[Written], gcs_client=None) -> None:
+    """Write the track files, then models.config (last: it is what `read` trusts), each whole. ServingConfigChanged
+    when models.config is no longer the one read as `expected` (None: it must not exist)."""
+    server_path = gcs.api_uri(base).rstrip("/")  # what TF Serving reads: gs:// even through a gcsfuse mount
+    for label, name in TRACK_FILES.items():
+        _put(_path(base, name), render(model_name, server_path, labels, label), None, gcs_client)
+    _put(_path(base, CONFIG_FILE), render(model_name, server_path, labels), expected or Written(Labels(), ""),
+         gcs_client)
+
+
+def _put(path: str, text: str, expected: Optional[Written], gcs_client) -> None:
+    """Write path whole. With `expected`, only if it is still that generation ("" : only if absent)."""
+    body = text.encode()
+    if gcs.is_gcs(path):
+        if expected is None:
+            gcs.client(gcs_client).bucket(gcs.split(path)[0]).blob(gcs.split(path)[1]).upload_from_string(
+                body, content_type="text/plain")
+            return
+        done = (gcs.create(path, body, gcs_client) if not expected.generation
+                else gcs.replace(path, body, int(expected.generation), gcs_client))
+        if done is None:
+            raise ServingConfigChanged(f"{path} changed since it was read (generation {expected.generation or 'none'})"
+                                       "; nothing written: read it again (python -m pipeline serving status)")
+        return
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    if expected is not None:
+        now = read(os.path.dirname(path))
+        if (now.generation if now else "") != expected.generation:
+            raise ServingConfigChanged(f"{path} changed since it was read; nothing written: read it again "
+                                       "(python -m pipeline serving status)")
+    fd, tmp = tempfile.mkstemp(prefix=".config-", dir=directory)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # TF Serving polls the file: it sees the old one or the new one, never half

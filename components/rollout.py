@@ -1,0 +1,126 @@
+"""Which version serves under which label, and every move of a label: the push (direct or canary), promote and
+rollback. No move deletes a version. Why and sources: docs/serving.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from typing import Optional
+
+from components import model_config, serving_dir
+from components.errors import RolloutError
+from components.model_config import Labels
+from components.storage import storage_for
+
+EVENTS_DIR = ".rollout"  # one JSON object per label move, created once, never rewritten
+DIRECT, CANARY = "direct", "canary"
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    when: str              # UTC, ISO 8601
+    action: str            # push | promote | rollback
+    stable: Optional[int]  # the labels after the move ...
+    canary: Optional[int]
+    before_stable: Optional[int]  # ... and before it
+    before_canary: Optional[int]
+    by: str                # the run that pushed, or who ran the command
+    note: str = ""
+
+    def describe(self) -> str:
+        def show(stable, canary):
+            return f"stable {stable if stable is not None else '-'}, canary {canary if canary is not None else '-'}"
+        return (f"{self.when} {self.action:<8} {show(self.before_stable, self.before_canary)} -> "
+                f"{show(self.stable, self.canary)} (by {self.by}{'; ' + self.note if self.note else ''})")
+
+
+def labels(base: str, gcs_client=None) -> Labels:
+    """What serves under each label: models.config's labels; on a root without one (pushed before it was written)
+    what TF Serving's default policy serves, the highest loadable version, as stable."""
+    written = model_config.read(base, gcs_client)
+    if written is not None:
+        return written.labels
+    current = serving_dir.highest(base, gcs_client)
+    return Labels(current.number if current else None)
+
+
+def events(base: str, gcs_client=None) -> list[Event]:
+    """Every label move on this serving dir, oldest first."""
+    store = storage_for(base, gcs_client)
+    out = []
+    for path in sorted(store.list(EVENTS_DIR)):
+        with store.open_read(path) as f:
+            out.append(Event(**json.loads(f.read())))
+    return out
+
+
+def _move(base: str, model_name: str, action: str, after: Labels, by: str, note: str = "",
+          gcs_client=None, before: Optional[Labels] = None) -> Event:
+    written = model_config.read(base, gcs_client)
+    before = written.labels if written is not None else (before or labels(base, gcs_client))
+    on_disk = {v.number for v in serving_dir.versions(base, gcs_client)}
+    for version in after.versions():
+        if version not in on_disk:
+            raise RolloutError(f"version {version} is not a loadable version in {base}; nothing changed")
+    model_config.write(base, model_name, after, written, gcs_client)
+    event = Event(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), action, after.stable, after.canary,
+                  before.stable, before.canary, by, note)
+    name = f"{EVENTS_DIR}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+    storage_for(base, gcs_client).create(name, json.dumps(dataclasses.asdict(event), sort_keys=True).encode())
+    return event
+
+
+def after_push(base: str, model_name: str, version: int, rollout: str, run: str, gcs_client=None) -> Event:
+    """Label a version just published: direct, it is stable (a canary out is dropped); canary, it is the canary
+    (replacing one out) while stable keeps serving, unless nothing is stable yet."""
+    written = model_config.read(base, gcs_client)
+    if written is not None:
+        current = written.labels
+    else:  # a root from before model configs: what served until this version appeared, the highest before it
+        older = [v.number for v in serving_dir.versions(base, gcs_client) if v.number < version]
+        current = Labels(max(older) if older else None)
+    if rollout == CANARY and current.stable is not None and current.stable != version:
+        return _move(base, model_name, "push", Labels(current.stable, version), run, "as canary", gcs_client, current)
+    if rollout not in (DIRECT, CANARY):
+        raise RolloutError(f"serving.rollout {rollout!r}: expected {DIRECT} or {CANARY}")
+    return _move(base, model_name, "push", Labels(version), run,
+                 "direct" if rollout == DIRECT else "first version: stable", gcs_client, current)
+
+
+def promote(base: str, model_name: str, by: str, gcs_client=None) -> Event:
+    current = labels(base, gcs_client)
+    if current.canary is None:
+        raise RolloutError(f"no canary is out in {base} (stable is {current.stable}); nothing to promote")
+    return _move(base, model_name, "promote", Labels(current.canary), by, f"canary {current.canary} is stable",
+                 gcs_client)
+
+
+def rollback(base: str, model_name: str, by: str, to: Optional[int] = None, gcs_client=None) -> Event:
+    """With a canary out: drop it, stable stays. Without: the stable before this one (or `to`) is stable again."""
+    current = labels(base, gcs_client)
+    if to is not None:
+        return _move(base, model_name, "rollback", Labels(to), by, f"to version {to}", gcs_client)
+    if current.canary is not None:
+        return _move(base, model_name, "rollback", Labels(current.stable), by, f"canary {current.canary} dropped",
+                     gcs_client)
+    earlier = previous_stable(base, current.stable, gcs_client)
+    if earlier is None:
+        raise RolloutError(f"no stable version before {current.stable} in {base}'s label history; "
+                           "name one with --to VERSION")
+    return _move(base, model_name, "rollback", Labels(earlier), by, f"stable {current.stable} rolled back",
+                 gcs_client)
+
+
+def previous_stable(base: str, stable: Optional[int], gcs_client=None) -> Optional[int]:
+    """The stable version before `stable` in the label history that is still on disk."""
+    on_disk = {v.number for v in serving_dir.versions(base, gcs_client)}
+    history = [e.stable for e in events(base, gcs_client) if e.stable is not None]
+    seen = False
+    for version in reversed(history):
+        if version == stable:
+            seen = True
+        elif seen and version in on_disk:
+            return version
+    return None
