@@ -185,3 +185,22 @@ def test_the_model_is_the_push_or_else_the_serving_one():
     pushed.set_int_custom_property("pushed", 1)
     pushed.set_string_custom_property("pushed_version", "6")
     assert model_to_use(pushed, serving) == ("6", "/push")
+
+
+def test_dataflow_gets_the_pipelines_dataflow_args_and_gs_paths_only():
+    from pipeline.config import load_config
+    from pipeline.dag.beam import beam_pipeline_args
+    from pipeline.errors import ConfigError
+    from pipeline.predict import runner_args
+
+    local = load_config(CONFIG)
+    with pytest.raises(ConfigError, match="needs the config's dataflow section"):
+        runner_args(local, "dataflow", "gs://b/in", "gs://b/out")
+    vertex = load_config("configs/vertex.yaml")
+    with pytest.raises(ConfigError, match="--input must be a gs:// URI"):
+        runner_args(vertex, "dataflow", "/data/in", "gs://b/out")
+    with pytest.raises(ConfigError, match="--output must be a gs:// URI"):
+        runner_args(vertex, "dataflow", "gs://b/in", "out")
+    args = runner_args(vertex, "dataflow", "gs://b/in", "gs://b/out")
+    assert args == beam_pipeline_args(vertex) and "--runner=DataflowRunner" in args
+    assert runner_args(vertex, "local", "/data/in", "out") == vertex.beam.args  # the beam section's runner
