@@ -204,3 +204,62 @@ def test_dataflow_gets_the_pipelines_dataflow_args_and_gs_paths_only():
     args = runner_args(vertex, "dataflow", "gs://b/in", "gs://b/out")
     assert args == beam_pipeline_args(vertex) and "--runner=DataflowRunner" in args
     assert runner_args(vertex, "local", "/data/in", "out") == vertex.beam.args  # the beam section's runner
+
+
+@pytest.mark.e2e
+def test_the_bulk_inferrer_scores_only_the_spans_it_has_not_scored(finished_run, tmp_path):
+    """The step's executor on a span source (Snapshot's executor makes the snapshot), with the shared run's push."""
+    import shutil
+
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfx.types import standard_artifacts
+
+    from components.bulk_inferrer import Executor, Predictions
+    from components.snapshot.component import DatasetSnapshot, SnapshotExecutor
+
+    run = finished_run()
+    header, *rows = PENGUINS.read_text().splitlines()
+    source = tmp_path / "spans"
+    schema = standard_artifacts.Schema()
+    schema.uri = str(tmp_path / "schema")
+    Path(schema.uri).mkdir()
+    shutil.copy(Path(CONFIG).resolve().parent.parent / "schema" / "penguins.pbtxt", Path(schema.uri) / "schema.pbtxt")
+    pushed, serving = standard_artifacts.PushedModel(), standard_artifacts.Model()
+    pushed.uri = run.summary.pushed_path
+    pushed.set_int_custom_property("pushed", 1)
+    pushed.set_string_custom_property("pushed_version", run.summary.pushed_version)
+    serving.set_int_custom_property("empty", 1)
+
+    def land(span: int, lines: list[str]) -> None:
+        (source / f"span-{span}").mkdir(parents=True)
+        (source / f"span-{span}" / "rows.csv").write_text("\n".join([header, *lines]) + "\n")
+        (source / f"span-{span}" / "_SUCCESS").touch()
+
+    def score(n: int) -> Predictions:
+        snapshot, new_data, out = DatasetSnapshot(), standard_artifacts.Integer(), Predictions()
+        snapshot.uri, new_data.uri, out.uri = (str(tmp_path / f"{what}-{n}") for what in ("snapshot", "new", "out"))
+        Path(snapshot.uri).mkdir()
+        Path(out.uri).mkdir()
+        SnapshotExecutor().Do({}, {"snapshot": [snapshot], "new_data": [new_data]}, {
+            "source_uri": str(source), "snapshots_root": str(tmp_path / "store"), "spans": "all",
+            "span_ready_marker": "_SUCCESS", "missing_values": json.dumps(run.config.data.missing_values)})
+        Executor(BaseBeamExecutor.Context(beam_pipeline_args=run.config.beam.args)).Do(
+            {"snapshot": [snapshot], "schema": [schema], "pushed_model": [pushed], "serving_model": [serving]},
+            {"predictions": [out]},
+            {"features": run.config.features.model_dump_json(), "keep": "null", "format": "csv", "chunk_rows": 64,
+             "missing_values": json.dumps(run.config.data.missing_values), "ledger_dir": str(tmp_path / "ledger")})
+        return out
+
+    land(1, rows[:100])
+    land(2, rows[100:200])
+    first = score(1)
+    assert first.get_string_custom_property("spans") == "span-1,span-2"
+    assert first.get_int_custom_property("scored") == 200
+    assert first.get_string_custom_property("model_version") == run.summary.pushed_version
+    assert len(list(csv.DictReader(open(f"{first.uri}/span-2/rows.csv")))) == 100
+    land(3, rows[200:])
+    second = score(2)
+    assert second.get_string_custom_property("spans") == "span-3"
+    assert second.get_string_custom_property("skipped_spans") == "span-1,span-2"
+    assert second.get_int_custom_property("scored") == len(rows) - 200
+    assert not Path(f"{second.uri}/span-1").exists()
