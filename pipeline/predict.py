@@ -81,6 +81,7 @@ def _is_empty(directory: str) -> bool:
 def predict(config: Config, source: str, output_dir: str, version: Optional[int] = None,
             label: Optional[str] = None, runner: str = "local", format: Optional[str] = None) -> dict:
     """Score `source` into `output_dir` and return the summary (also written there as summary.json)."""
+    config.predict.check_backend()
     features = require_features(config)
     if not config.data.schema_file:
         raise ConfigError("predict reads the column types from data.schema_file; set it "

@@ -263,3 +263,10 @@ def test_the_bulk_inferrer_scores_only_the_spans_it_has_not_scored(finished_run,
     assert second.get_string_custom_property("skipped_spans") == "span-1,span-2"
     assert second.get_int_custom_property("scored") == len(rows) - 200
     assert not Path(f"{second.uri}/span-1").exists()
+
+
+def test_the_vertex_backend_is_refused_as_not_implemented(tmp_path, capsys):
+    args = ["predict", "--config", CONFIG, "--set", f"pipeline.root={tmp_path}", "--set", "predict.backend=vertex",
+            "--input", str(PENGUINS), "--output", str(tmp_path / "out")]
+    assert main(args) == 2
+    assert "predict.backend: vertex (a Vertex BatchPredictionJob) is not implemented" in capsys.readouterr().err

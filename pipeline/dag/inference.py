@@ -20,6 +20,7 @@ def inference_steps(config: Config, schema, pushed_model, serving_model) -> list
     snapshot, and the BulkInferrer scores those it did not score before."""
     if not config.inference.input_dir:
         return []
+    config.predict.check_backend()
     from components.bulk_inferrer import BulkInferrer  # Beam's RunInference: only for a run that scores
 
     snapshot = Snapshot(source_uri=resolve(config.inference.input_dir), snapshots_root=config.snapshots_root,
