@@ -270,3 +270,30 @@ def test_the_vertex_backend_is_refused_as_not_implemented(tmp_path, capsys):
             "--input", str(PENGUINS), "--output", str(tmp_path / "out")]
     assert main(args) == 2
     assert "predict.backend: vertex (a Vertex BatchPredictionJob) is not implemented" in capsys.readouterr().err
+
+
+def test_the_job_translates_for_dataflow_with_the_pipeline_image_as_the_workers_container():
+    """DataflowRunner with Beam's own --dry_run (TestOptions): the job is built and translated, not submitted."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    from components.scoring.job import InputFile, build
+    from components.scoring.output import Layout
+    from pipeline.config import load_config
+    from pipeline.predict import runner_args
+
+    vertex = load_config("configs/vertex.yaml")
+    pipeline = beam.Pipeline(options=PipelineOptions(
+        [*runner_args(vertex, "dataflow", "gs://b/in", "gs://b/out"), "--dry_run=true"]))
+    columns = Columns(("x",), {"x": ColumnType.FLOAT}, frozenset(), ("id",), (b"NA",))
+    build(pipeline, [InputFile("gs://b/in/a.csv", ("id", "x"), "a")], columns, "gs://b/model/1",
+          Layout(("id",), (("prediction", ("prediction",)),)), "gs://b/out/.parts", 4096)
+    job = pipeline.run().job
+    [environment] = job.proto_pipeline.components.environments.values()
+    assert environment.urn == "beam:env:docker:v1"
+    assert beam_runner_api_pb2.DockerPayload.FromString(environment.payload).container_image == \
+        vertex.vertex.pipeline_image
+    assert {"ReadAndEncode", "ServingDefault", "Write"} <= {
+        t.unique_name.split("/")[0] for t in job.proto_pipeline.components.transforms.values()}
+    assert str(job.proto.type) == "JOB_TYPE_BATCH"
