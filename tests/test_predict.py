@@ -242,7 +242,8 @@ def test_the_bulk_inferrer_scores_only_the_spans_it_has_not_scored(finished_run,
         Path(out.uri).mkdir()
         SnapshotExecutor().Do({}, {"snapshot": [snapshot], "new_data": [new_data]}, {
             "source_uri": str(source), "snapshots_root": str(tmp_path / "store"), "spans": "all",
-            "span_ready_marker": "_SUCCESS", "missing_values": json.dumps(run.config.data.missing_values)})
+            "span_ready_marker": "_SUCCESS", "missing_values": json.dumps(run.config.data.missing_values),
+            "check_csv": 0})
         Executor(BaseBeamExecutor.Context(beam_pipeline_args=run.config.beam.args)).Do(
             {"snapshot": [snapshot], "schema": [schema], "pushed_model": [pushed], "serving_model": [serving]},
             {"predictions": [out]},
@@ -257,11 +258,14 @@ def test_the_bulk_inferrer_scores_only_the_spans_it_has_not_scored(finished_run,
     assert first.get_int_custom_property("scored") == 200
     assert first.get_string_custom_property("model_version") == run.summary.pushed_version
     assert len(list(csv.DictReader(open(f"{first.uri}/span-2/rows.csv")))) == 100
-    land(3, rows[200:])
+    land(3, [*rows[200:], rows[0] + ",one too many"])  # a ragged row: rejected by line, the rest scored
     second = score(2)
     assert second.get_string_custom_property("spans") == "span-3"
     assert second.get_string_custom_property("skipped_spans") == "span-1,span-2"
     assert second.get_int_custom_property("scored") == len(rows) - 200
+    assert second.get_int_custom_property("rejected") == 1
+    [reject] = list(csv.DictReader(open(f"{second.uri}/rejects.csv")))
+    assert (int(reject["line"]), reject["reason"]) == (len(rows) - 200 + 2, "9 cells, the header has 8")
     assert not Path(f"{second.uri}/span-1").exists()
 
 
