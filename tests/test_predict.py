@@ -91,6 +91,7 @@ def test_a_bad_cell_is_rejected_by_line_and_every_other_row_scored(finished_run,
     assert rejects[1]["reason"] == "9 cells, the header has 8"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["rows"], summary["scored"], summary["rejected"]) == (344, 342, 2)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["penguins.csv", "rejects.csv", "summary.json"]
 
 
 @pytest.mark.e2e

@@ -119,6 +119,8 @@ def score_files(files: Sequence[InputFile], columns: Columns, model_dir: str, la
         targets.append(target)
     rejects = posixpath.join(output_dir, output.REJECTS_FILE)
     output.concatenate(rejects, output.reject_header(), [p for p in written if p.endswith(".rejects")])
-    FileSystems.delete([parts])
+    # GCS deletes a "directory" as a prefix ending in "/" (apache_beam/io/gcp/gcsfilesystem.py delete); a local
+    # path with one would match the files in it and leave the directory.
+    FileSystems.delete([parts + "/" if parts.startswith("gs://") else parts])
     return Counts(counts.get("rows", 0), counts.get("scored", 0), counts.get("rejected", 0),
                   time.monotonic() - start, tuple(targets), rejects)
