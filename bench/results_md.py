@@ -12,7 +12,7 @@ def markdown(r: dict) -> str:
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
     for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi),
                       ("analyzer_cache", _analyzer_cache), ("input", _input),
-                      ("example_gen", _example_gen)):
+                      ("example_gen", _example_gen), ("predict", _predict)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -160,6 +160,28 @@ def _example_gen(e: dict) -> list[str]:
             cells += ([f"{x['wall_seconds']:.1f} ({x['peak_rss_mb']})", str(x["rows_per_second_per_core"])]
                       if "wall_seconds" in x else [x.get("skipped", "-"), "-"])
         lines.append(f"| {n} | " + " | ".join(cells) + f" | {_md(r.get('ratio'))} |")
+    return lines + [""]
+
+
+def _predict(p: dict) -> list[str]:
+    lines = ["## 8. Batch prediction: `python -m pipeline predict` vs TFX's BulkInferrer, same rows and model", "",
+             _when(p), "",
+             f"Model version {p['model_version']}; each side in a fresh process (imports included), the pipeline's "
+             "local Beam settings for the size. TFX's side scores Examples our ExampleGen wrote first (its own "
+             "seconds in brackets, not counted) through a copy of the model without its string output, which "
+             "tfx-bsl 1.16 cannot log (bench/predict_bench.py).", "",
+             "| rows | ours s (peak MB) | ours rows/s | ours in-job rows/s | BulkInferrer s (peak MB) "
+             "| BulkInferrer rows/s | ours / BulkInferrer rows/s |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in sorted(p["runs"], key=int):
+        r = p["runs"][n]
+        o, t = r["ours"], r["tfx"]
+        theirs = ([f"{t['wall_seconds']:.1f} ({t['peak_rss_mb']}) [+{t['example_gen_seconds']:.1f}]",
+                   f"{t['rows_per_second']:,}"] if "wall_seconds" in t else [t.get("skipped", "-"), "-"])
+        lines.append(f"| {int(n):,} | {o['wall_seconds']:.1f} ({o['peak_rss_mb']}) | {o['rows_per_second']:,} | "
+                     f"{o['job_rows_per_second']:,} | " + " | ".join(theirs) + f" | {_md(r.get('speedup'))} |")
+    if "peak_growth" in p:
+        lines += ["", f"Peak memory at the largest size: {p['peak_growth']}x the next size down's "
+                      f"(target <= {p['peak_growth_target']}x)."]
     return lines + [""]
 
 

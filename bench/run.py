@@ -13,7 +13,10 @@
 6. input: the trainer's input pipeline without and with its tf.data fixes,
    and the cost of the trainer's input-bound check (bench/input_bench.py);
 7. ExampleGen alone at each --sizes row count: ours vs TFX's CsvExampleGen on
-   the same files (bench/example_gen_bench.py), with a plot.
+   the same files (bench/example_gen_bench.py), with a plot;
+8. predict at each --predict-sizes row count: `python -m pipeline predict` vs
+   TFX's BulkInferrer on the same rows and model, rows/s and peak memory
+   (bench/predict_bench.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -41,6 +44,7 @@ from bench.analyzer_cache import WINDOW, bench_analyzer_cache
 from bench.data_generator import write_dataset
 from bench.example_gen_bench import bench_example_gen, plot_example_gen
 from bench.measure import run_measured
+from bench.predict_bench import bench_predict
 from bench.results_md import markdown
 from bench.scale_plot import plot_scale
 from bench.side_by_side import CONFIG_FILE, ENV, beam_settings, fastest, measure, measure_example, measure_ours
@@ -218,7 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["local", "trainer", "scale", "taxi", "cache", "input", "example_gen"])
+                        choices=["local", "trainer", "scale", "taxi", "cache", "input", "example_gen", "predict"])
+    parser.add_argument("--predict-sizes", default="1000000,10000000",
+                        help="row counts for the predict comparison, comma separated; empty skips it")
+    parser.add_argument("--predict-tfx-max-rows", type=int, default=1_000_000,
+                        help="largest size at which TFX's BulkInferrer runs too")
     parser.add_argument("--cache-rows", type=int, default=100_000,
                         help="rows per span in the analyzer cache comparison")
     parser.add_argument("--example-gen-tfx-max-rows", type=int, default=1_000_000,
@@ -274,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
             print("ExampleGen: ours vs TFX's CsvExampleGen on the same files ...", flush=True)
             results["example_gen"] = _stamped(bench_example_gen, work, sizes, beam_settings,
                                               args.example_gen_tfx_max_rows)
+        predict_sizes = parse_sizes(args.predict_sizes) if args.predict_sizes else []
+        if predict_sizes and "predict" not in args.skip:
+            print("predict: ours vs TFX's BulkInferrer on the same rows and model ...", flush=True)
+            results["predict"] = _stamped(bench_predict, work, predict_sizes, beam_settings,
+                                          args.predict_tfx_max_rows)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise

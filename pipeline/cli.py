@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a serving label (not available until the serving rollout lands)")
     predict.add_argument("--format", choices=["csv", "jsonl"], help="default: predict.format")
     predict.add_argument("--runner", choices=["local", "dataflow"], default="local",
-                         help="where the Beam job runs (dataflow: not implemented yet)")
+                         help="where the Beam job runs: this machine (the beam section) or Dataflow (the "
+                              "dataflow section; gs:// input and output)")
     predict.set_defaults(func=cmd_predict)
 
 

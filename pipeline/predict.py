@@ -7,6 +7,8 @@ import os
 import posixpath
 from typing import Optional
 
+from apache_beam.io.filesystems import FileSystems
+
 from components import serving_dir, training_record
 from components.csv_examples import csv_files
 from components.errors import ComponentError
@@ -18,7 +20,6 @@ from pipeline.data.checks import load_schema, require_features
 from pipeline.errors import CommandFailed, ConfigError
 
 SUMMARY_FILE = "summary.json"
-RUNNERS = ("local", "dataflow")
 
 
 def choose_version(config: Config, version: Optional[int], label: Optional[str]) -> serving_dir.Version:
@@ -48,32 +49,60 @@ def input_files(source: str) -> list[InputFile]:
     return [InputFile(p, tuple(header), posixpath.splitext(posixpath.basename(p))[0]) for p in paths]
 
 
+def runner_args(config: Config, runner: str, source: str, output_dir: str) -> list[str]:
+    """The Beam job's args: the beam section's local runner, or DataflowRunner with the dataflow section exactly
+    as the pipeline's Beam steps get it (pipeline/dag/beam.py: project, region, the pipeline image, accounts)."""
+    if runner == "local":
+        return config.beam.args
+    if config.dataflow is None or not config.dataflow.enabled:
+        raise ConfigError("--runner dataflow needs the config's dataflow section (and its vertex section: project, "
+                          "region, pipeline image, service account), as in configs/vertex.yaml")
+    for what, uri in (("--input", source), ("--output", output_dir), ("data.schema_file", config.data.schema_file)):
+        if not uri.startswith("gs://"):
+            raise ConfigError(f"--runner dataflow: {what} must be a gs:// URI, the only storage Dataflow's workers "
+                              f"see (got {uri!r})")
+    return beam_pipeline_args(config)
+
+
+def _schema(path: str):
+    if path.startswith("gs://"):
+        from tfx.utils import io_utils
+
+        return io_utils.SchemaReader().read(path)
+    return load_schema(path)
+
+
+def _is_empty(directory: str) -> bool:
+    if directory.startswith("gs://"):
+        return not FileSystems.match([f"{directory.rstrip('/')}/*"])[0].metadata_list
+    return not (os.path.isdir(directory) and os.listdir(directory))
+
+
 def predict(config: Config, source: str, output_dir: str, version: Optional[int] = None,
             label: Optional[str] = None, runner: str = "local", format: Optional[str] = None) -> dict:
     """Score `source` into `output_dir` and return the summary (also written there as summary.json)."""
-    if runner != "local":
-        raise ConfigError(f"--runner {runner}: predict on Dataflow is not implemented yet; it runs locally "
-                          "(docs/predict.md, 'At scale')")
+    config.predict.check_backend()
     features = require_features(config)
-    if not config.data.schema_file or config.data.schema_file.startswith("gs://"):
-        raise ConfigError("predict reads the column types from a local data.schema_file; set it "
+    if not config.data.schema_file:
+        raise ConfigError("predict reads the column types from data.schema_file; set it "
                           "(`python -m pipeline schema infer` writes one)")
+    source, output_dir = resolve(source), resolve(output_dir)
+    args = runner_args(config, runner, source, output_dir)
     chosen = choose_version(config, version, label)
-    output_dir = resolve(output_dir)
-    if os.path.isdir(output_dir) and os.listdir(output_dir):
+    if not _is_empty(output_dir):
         raise CommandFailed(f"--output {output_dir} is not empty; predict writes into a new or empty directory")
     try:
         files = input_files(source)
-        columns, layout = plan(load_schema(resolve(config.data.schema_file)), features, config.predict.keep,
+        columns, layout = plan(_schema(resolve(config.data.schema_file)), features, config.predict.keep,
                                config.data.missing_values, chosen.path, format or config.predict.format)
-        counts = score_files(files, columns, chosen.path, layout, output_dir, beam_pipeline(beam_pipeline_args(config)),
+        counts = score_files(files, columns, chosen.path, layout, output_dir, beam_pipeline(args),
                              config.predict.chunk_rows)
     except (ComponentError, ValueError) as e:
         raise CommandFailed(str(e)) from None
     record = training_record.read(config.pipeline.serving_dir, chosen.name)
     summary = summary_of(counts, chosen, record)
-    with open(os.path.join(output_dir, SUMMARY_FILE), "w") as f:
-        json.dump(summary, f, indent=1, sort_keys=True)
+    with FileSystems.create(posixpath.join(output_dir, SUMMARY_FILE)) as f:
+        f.write(json.dumps(summary, indent=1, sort_keys=True).encode())
     return summary
 
 

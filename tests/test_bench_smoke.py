@@ -260,3 +260,20 @@ def test_example_gen_part_measures_ours_and_skips_tfx_above_its_limit(tmp_path):
     assert (tmp_path / "eg.png").stat().st_size > 5_000
     stamped = {**result, "measured_at": "now", "load_average": {"start": [0], "end": [0]}}
     assert "| 600 | " in markdown({"example_gen": stamped})
+
+
+def test_predict_part_is_summarised_with_its_speedup_and_peak_growth():
+    from bench.results_md import markdown
+
+    ours = {"wall_seconds": 10.0, "peak_rss_mb": 1000, "rows_per_second": 100_000, "job_seconds": 8.0,
+            "job_rows_per_second": 125_000, "rejected": 0}
+    part = {"model_version": "7", "cpus": 2, "measured_at": "now", "load_average": {"start": [0], "end": [0]},
+            "peak_growth": 1.1, "peak_growth_target": 1.5, "runs": {
+                "1000000": {"ours": ours, "speedup": 3.5, "tfx": {"wall_seconds": 35.0, "peak_rss_mb": 2000,
+                                                                 "rows_per_second": 28_571,
+                                                                 "example_gen_seconds": 9.0}},
+                "10000000": {"ours": ours, "tfx": {"skipped": "above 1000000 rows"}}}}
+    text = markdown({"predict": part})
+    assert "| 1,000,000 | 10.0 (1000) | 100,000 | 125,000 | 35.0 (2000) [+9.0] | 28,571 | 3.5 |" in text
+    assert "| 10,000,000 | 10.0 (1000) | 100,000 | 125,000 | above 1000000 rows | - | – |" in text
+    assert "1.1x the next size down's (target <= 1.5x)" in text

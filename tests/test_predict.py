@@ -91,6 +91,7 @@ def test_a_bad_cell_is_rejected_by_line_and_every_other_row_scored(finished_run,
     assert rejects[1]["reason"] == "9 cells, the header has 8"
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert (summary["rows"], summary["scored"], summary["rejected"]) == (344, 342, 2)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["penguins.csv", "rejects.csv", "summary.json"]
 
 
 @pytest.mark.e2e
@@ -185,3 +186,119 @@ def test_the_model_is_the_push_or_else_the_serving_one():
     pushed.set_int_custom_property("pushed", 1)
     pushed.set_string_custom_property("pushed_version", "6")
     assert model_to_use(pushed, serving) == ("6", "/push")
+
+
+def test_dataflow_gets_the_pipelines_dataflow_args_and_gs_paths_only():
+    from pipeline.config import load_config
+    from pipeline.dag.beam import beam_pipeline_args
+    from pipeline.errors import ConfigError
+    from pipeline.predict import runner_args
+
+    local = load_config(CONFIG)
+    with pytest.raises(ConfigError, match="needs the config's dataflow section"):
+        runner_args(local, "dataflow", "gs://b/in", "gs://b/out")
+    vertex = load_config("configs/vertex.yaml")
+    with pytest.raises(ConfigError, match="--input must be a gs:// URI"):
+        runner_args(vertex, "dataflow", "/data/in", "gs://b/out")
+    with pytest.raises(ConfigError, match="--output must be a gs:// URI"):
+        runner_args(vertex, "dataflow", "gs://b/in", "out")
+    args = runner_args(vertex, "dataflow", "gs://b/in", "gs://b/out")
+    assert args == beam_pipeline_args(vertex) and "--runner=DataflowRunner" in args
+    assert runner_args(vertex, "local", "/data/in", "out") == vertex.beam.args  # the beam section's runner
+
+
+@pytest.mark.e2e
+def test_the_bulk_inferrer_scores_only_the_spans_it_has_not_scored(finished_run, tmp_path):
+    """The step's executor on a span source (Snapshot's executor makes the snapshot), with the shared run's push."""
+    import shutil
+
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfx.types import standard_artifacts
+
+    from components.bulk_inferrer import Executor, Predictions
+    from components.snapshot.component import DatasetSnapshot, SnapshotExecutor
+
+    run = finished_run()
+    header, *rows = PENGUINS.read_text().splitlines()
+    source = tmp_path / "spans"
+    schema = standard_artifacts.Schema()
+    schema.uri = str(tmp_path / "schema")
+    Path(schema.uri).mkdir()
+    shutil.copy(Path(CONFIG).resolve().parent.parent / "schema" / "penguins.pbtxt", Path(schema.uri) / "schema.pbtxt")
+    pushed, serving = standard_artifacts.PushedModel(), standard_artifacts.Model()
+    pushed.uri = run.summary.pushed_path
+    pushed.set_int_custom_property("pushed", 1)
+    pushed.set_string_custom_property("pushed_version", run.summary.pushed_version)
+    serving.set_int_custom_property("empty", 1)
+
+    def land(span: int, lines: list[str]) -> None:
+        (source / f"span-{span}").mkdir(parents=True)
+        (source / f"span-{span}" / "rows.csv").write_text("\n".join([header, *lines]) + "\n")
+        (source / f"span-{span}" / "_SUCCESS").touch()
+
+    def score(n: int) -> Predictions:
+        snapshot, new_data, out = DatasetSnapshot(), standard_artifacts.Integer(), Predictions()
+        snapshot.uri, new_data.uri, out.uri = (str(tmp_path / f"{what}-{n}") for what in ("snapshot", "new", "out"))
+        Path(snapshot.uri).mkdir()
+        Path(out.uri).mkdir()
+        SnapshotExecutor().Do({}, {"snapshot": [snapshot], "new_data": [new_data]}, {
+            "source_uri": str(source), "snapshots_root": str(tmp_path / "store"), "spans": "all",
+            "span_ready_marker": "_SUCCESS", "missing_values": json.dumps(run.config.data.missing_values),
+            "check_csv": 0})
+        Executor(BaseBeamExecutor.Context(beam_pipeline_args=run.config.beam.args)).Do(
+            {"snapshot": [snapshot], "schema": [schema], "pushed_model": [pushed], "serving_model": [serving]},
+            {"predictions": [out]},
+            {"features": run.config.features.model_dump_json(), "keep": "null", "format": "csv", "chunk_rows": 64,
+             "missing_values": json.dumps(run.config.data.missing_values), "ledger_dir": str(tmp_path / "ledger")})
+        return out
+
+    land(1, rows[:100])
+    land(2, rows[100:200])
+    first = score(1)
+    assert first.get_string_custom_property("spans") == "span-1,span-2"
+    assert first.get_int_custom_property("scored") == 200
+    assert first.get_string_custom_property("model_version") == run.summary.pushed_version
+    assert len(list(csv.DictReader(open(f"{first.uri}/span-2/rows.csv")))) == 100
+    land(3, [*rows[200:], rows[0] + ",one too many"])  # a ragged row: rejected by line, the rest scored
+    second = score(2)
+    assert second.get_string_custom_property("spans") == "span-3"
+    assert second.get_string_custom_property("skipped_spans") == "span-1,span-2"
+    assert second.get_int_custom_property("scored") == len(rows) - 200
+    assert second.get_int_custom_property("rejected") == 1
+    [reject] = list(csv.DictReader(open(f"{second.uri}/rejects.csv")))
+    assert (int(reject["line"]), reject["reason"]) == (len(rows) - 200 + 2, "9 cells, the header has 8")
+    assert not Path(f"{second.uri}/span-1").exists()
+
+
+def test_the_vertex_backend_is_refused_as_not_implemented(tmp_path, capsys):
+    args = ["predict", "--config", CONFIG, "--set", f"pipeline.root={tmp_path}", "--set", "predict.backend=vertex",
+            "--input", str(PENGUINS), "--output", str(tmp_path / "out")]
+    assert main(args) == 2
+    assert "predict.backend: vertex (a Vertex BatchPredictionJob) is not implemented" in capsys.readouterr().err
+
+
+def test_the_job_translates_for_dataflow_with_the_pipeline_image_as_the_workers_container():
+    """DataflowRunner with Beam's own --dry_run (TestOptions): the job is built and translated, not submitted."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.portability.api import beam_runner_api_pb2
+
+    from components.scoring.job import InputFile, build
+    from components.scoring.output import Layout
+    from pipeline.config import load_config
+    from pipeline.predict import runner_args
+
+    vertex = load_config("configs/vertex.yaml")
+    pipeline = beam.Pipeline(options=PipelineOptions(
+        [*runner_args(vertex, "dataflow", "gs://b/in", "gs://b/out"), "--dry_run=true"]))
+    columns = Columns(("x",), {"x": ColumnType.FLOAT}, frozenset(), ("id",), (b"NA",))
+    build(pipeline, [InputFile("gs://b/in/a.csv", ("id", "x"), "a")], columns, "gs://b/model/1",
+          Layout(("id",), (("prediction", ("prediction",)),)), "gs://b/out/.parts", 4096)
+    job = pipeline.run().job
+    [environment] = job.proto_pipeline.components.environments.values()
+    assert environment.urn == "beam:env:docker:v1"
+    assert beam_runner_api_pb2.DockerPayload.FromString(environment.payload).container_image == \
+        vertex.vertex.pipeline_image
+    assert {"ReadAndEncode", "ServingDefault", "Write"} <= {
+        t.unique_name.split("/")[0] for t in job.proto_pipeline.components.transforms.values()}
+    assert str(job.proto.type) == "JOB_TYPE_BATCH"

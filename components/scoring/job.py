@@ -83,6 +83,17 @@ class _WriteChunk(beam.DoFn):
             f.write(data)
 
 
+def build(pipeline: beam.Pipeline, files: Sequence[InputFile], columns: Columns, model_dir: str,
+          layout: output.Layout, parts: str, chunk_rows: int) -> None:
+    """The job's transforms: each file read in chunks, each chunk scored, each scored chunk a part under `parts`."""
+    _ = (pipeline
+         | "Files" >> beam.Create(list(enumerate(files)))
+         | "Reshuffle" >> beam.Reshuffle()  # spread the files over the workers
+         | "ReadAndEncode" >> beam.ParDo(_ReadFile(columns, chunk_rows))
+         | "ServingDefault" >> RunInference(ServingDefaultHandler(model_dir))
+         | "Write" >> beam.ParDo(_WriteChunk(parts, layout, [f.path for f in files])))
+
+
 def beam_pipeline(beam_args: Sequence[str]) -> Callable[[], beam.Pipeline]:
     return lambda: beam.Pipeline(options=PipelineOptions(list(beam_args)))
 
@@ -93,14 +104,8 @@ def score_files(files: Sequence[InputFile], columns: Columns, model_dir: str, la
     from `make_pipeline` (`beam_pipeline(args)`, or a TFX Beam executor's own)."""
     start = time.monotonic()
     parts = posixpath.join(output_dir, PARTS_PREFIX + uuid.uuid4().hex[:12])
-    paths = [f.path for f in files]
     pipeline = make_pipeline()
-    _ = (pipeline
-         | "Files" >> beam.Create(list(enumerate(files)))
-         | "Reshuffle" >> beam.Reshuffle()  # spread the files over the workers
-         | "ReadAndEncode" >> beam.ParDo(_ReadFile(columns, chunk_rows))
-         | "ServingDefault" >> RunInference(ServingDefaultHandler(model_dir))
-         | "Write" >> beam.ParDo(_WriteChunk(parts, layout, paths)))
+    build(pipeline, files, columns, model_dir, layout, parts, chunk_rows)
     result = pipeline.run()
     result.wait_until_finish()
     counts = {r.key.metric.name: r.committed for r in
@@ -114,6 +119,8 @@ def score_files(files: Sequence[InputFile], columns: Columns, model_dir: str, la
         targets.append(target)
     rejects = posixpath.join(output_dir, output.REJECTS_FILE)
     output.concatenate(rejects, output.reject_header(), [p for p in written if p.endswith(".rejects")])
-    FileSystems.delete([parts])
+    # GCS deletes a "directory" as a prefix ending in "/" (apache_beam/io/gcp/gcsfilesystem.py delete); a local
+    # path with one would match the files in it and leave the directory.
+    FileSystems.delete([parts + "/" if parts.startswith("gs://") else parts])
     return Counts(counts.get("rows", 0), counts.get("scored", 0), counts.get("rejected", 0),
                   time.monotonic() - start, tuple(targets), rejects)

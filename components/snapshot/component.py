@@ -25,6 +25,7 @@ SPAN_DIGESTS = "span_digests"    # JSON {span: content digest} of the spans in t
 MISSING_VALUES = "missing_values"
 SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN = "serving_dir", "skip_when_no_new_span"
 TRAINING_CONFIG, SCHEMA_FILE = "training_config", "schema_file"
+CHECK_CSV = "check_csv"
 TRAINING_KEY = "training_key"  # newness.training_key_of: on the DatasetSnapshot, copied into the push's record
 SNAPSHOT_KEY = "snapshot"
 # 1: the run has something to train on (or did not check), 0: nothing new. The same decision as the
@@ -68,6 +69,9 @@ class SnapshotSpec(types.ComponentSpec):
         # file the run imports: with the data, what the serving version's record is compared with.
         TRAINING_CONFIG: component_spec.ExecutionParameter(type=str, optional=True),
         SCHEMA_FILE: component_spec.ExecutionParameter(type=str, optional=True),
+        # 0: publish files ExampleGen could not read (ragged rows, differing headers) without refusing them: for
+        # scoring input, whose reader rejects such rows one by one (components/scoring/rows.py). Unset: refuse.
+        CHECK_CSV: component_spec.ExecutionParameter(type=int, optional=True),
     }
     INPUTS = {}
     OUTPUTS = {
@@ -141,7 +145,7 @@ class SnapshotExecutor(base_executor.BaseExecutor):
             manifest = store.create(source, root, missing_values=tokens)
             if _checks_newness(exec_properties):
                 found = newness.check_flat(manifest.digest, exec_properties[SERVING_DIR], training_key)
-        problems = store.csv_problems(manifest)
+        problems = store.csv_problems(manifest) if exec_properties.get(CHECK_CSV) != 0 else []
         if problems:
             raise store.SnapshotError(
                 f"snapshot {manifest.digest} of {manifest.source_uri} has malformed CSV; ExampleGen cannot read it:\n"
@@ -175,11 +179,12 @@ class Snapshot(base_component.BaseComponent):
                  span_selection: Optional[str] = None, missing_values: Sequence[str] = (),
                  serving_dir: Optional[str] = None, skip_when_no_new_span: bool = False,
                  span_ready_marker: Optional[str] = None, training_config: str = "",
-                 schema_file: Optional[str] = None):
+                 schema_file: Optional[str] = None, check_csv: bool = True):
         super().__init__(SnapshotSpec(
             source_uri=source_uri, snapshots_root=snapshots_root, digest=digest or None,
             spans=span_selection or None, span_ready_marker=span_ready_marker or None,
             missing_values=json.dumps(list(missing_values)),
             serving_dir=serving_dir or None, skip_when_no_new_span=int(skip_when_no_new_span),
             training_config=training_config or None, schema_file=schema_file or None,
+            check_csv=None if check_csv else 0,
             snapshot=types.Channel(type=DatasetSnapshot), new_data=types.Channel(type=standard_artifacts.Integer)))

@@ -20,12 +20,15 @@ def inference_steps(config: Config, schema, pushed_model, serving_model) -> list
     snapshot, and the BulkInferrer scores those it did not score before."""
     if not config.inference.input_dir:
         return []
+    config.predict.check_backend()
     from components.bulk_inferrer import BulkInferrer  # Beam's RunInference: only for a run that scores
 
     snapshot = Snapshot(source_uri=resolve(config.inference.input_dir), snapshots_root=config.snapshots_root,
                         span_selection="all" if config.data.spans else None,
                         span_ready_marker=config.data.span_ready_marker if config.data.spans else None,
-                        missing_values=config.data.missing_values).with_id(INFERENCE_SNAPSHOT_ID)
+                        missing_values=config.data.missing_values,
+                        # A ragged row is the BulkInferrer's to reject by line, not a reason to fail the run.
+                        check_csv=False).with_id(INFERENCE_SNAPSHOT_ID)
     inferrer = BulkInferrer(snapshot=snapshot.outputs[SNAPSHOT_KEY], schema=schema, pushed_model=pushed_model,
                             serving_model=serving_model, features=config.features, keep=config.predict.keep,
                             format=config.predict.format, chunk_rows=config.predict.chunk_rows,

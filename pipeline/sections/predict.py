@@ -6,6 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
+from pipeline.errors import ConfigError
 from trainer.config import Section, validate_uri
 
 
@@ -17,6 +18,15 @@ class PredictSection(Section):
     format: Literal["csv", "jsonl"] = "csv"
     # Rows per serving_default call (a chunk is read, encoded and scored together).
     chunk_rows: int = Field(4096, ge=1, le=1_000_000)
+    # beam: this project's Beam job (locally, or on Dataflow with --runner dataflow). vertex, a Vertex
+    # BatchPredictionJob, is not implemented (docs/predict.md says why Dataflow came first).
+    backend: Literal["beam", "vertex"] = "beam"
+
+    def check_backend(self) -> None:
+        if self.backend == "vertex":
+            raise ConfigError(
+                "predict.backend: vertex (a Vertex BatchPredictionJob) is not implemented; use backend beam, "
+                "on Dataflow with `predict --runner dataflow` (docs/predict.md, 'At scale')")
 
 
 class InferenceSection(Section):
