@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_transform import schema_inference
 
-from trainer import dates, features
+from trainer import column_stats, dates, features
 from trainer import roles as data_roles
 from trainer.errors import FeatureConfigError
 from trainer.feature_config import CategoricalFeature, DateFeature, FeatureConfig, NumericFeature, resolve
@@ -21,12 +21,26 @@ def preprocessing_fn(inputs, custom_config):
     roles = data_roles.loads((custom_config or {}).get(data_roles.CONFIG_KEY))
     resolved = resolve(features.from_custom_config(custom_config), features.column_types(inputs), roles)
     log.info("features:\n%s", resolved.describe())
-    # One function per role; each output is one model input.
-    outputs = {features.xf(f.name): _numeric(inputs[f.name], f) for f in resolved.numeric}
+    # Numbers, booleans and dates' days as [batch] floats (NaN: missing), their means and variances from one
+    # pair of analyzers over all of them, and the bucketized numbers' quantiles from one analyzer per bucket
+    # count (trainer/column_stats.py): an analyzer per column made Transform's cost grow with the width.
+    numbers = {f.name: _numeric_values(inputs[f.name], f) for f in resolved.numeric}
+    booleans = {f.name: _boolean_values(inputs[f.name]) for f in resolved.boolean}
+    parsed = {f.name: dates.parse(_strings(inputs[f.name]), f.format) for f in resolved.date}
+    scaled = [f.name for f in resolved.numeric if f.z_score and not f.bucketize] + list(parsed)
+    mean, var = column_stats.moments({**numbers, **booleans, **{n: p["days"] for n, p in parsed.items()}},
+                                     variance=bool(scaled))
+    boundaries = {}
+    for size in sorted({f.bucketize for f in resolved.numeric if f.bucketize}):
+        boundaries.update(column_stats.quantiles({f.name: numbers[f.name] for f in resolved.numeric
+                                                  if f.bucketize == size}, size, _epsilon(size)))
+    # Each output is one model input, by name.
+    outputs = {features.xf(f.name): _numeric(numbers[f.name], f, mean[f.name], var.get(f.name),
+                                             boundaries.get(f.name)) for f in resolved.numeric}
     outputs.update({features.xf(f.name): _categorical(inputs[f.name], f) for f in resolved.categorical})
-    outputs.update({features.xf(f.name): _boolean(inputs[f.name]) for f in resolved.boolean})
+    outputs.update({features.xf(n): _impute(v, mean[n]) for n, v in booleans.items()})
     for f in resolved.date:
-        for name, value in _date(inputs[f.name], f).items():
+        for name, value in _date(parsed[f.name], f, mean[f.name], var[f.name]).items():
             if name in outputs or (name != features.xf(f.name) and name[:-3] in inputs):
                 raise FeatureConfigError(f"features.date: {f.name!r} makes the feature {name!r}, which another "
                                          "column already makes; rename one of them")
@@ -37,24 +51,32 @@ def preprocessing_fn(inputs, custom_config):
     return outputs
 
 
-def _numeric(x, f: NumericFeature):
+def _numeric_values(x, f: NumericFeature):
+    """[batch] float32 after clip and log, NaN where missing."""
     raw = _map_values(x, lambda v: tf.cast(v, tf.float32))
     if f.clip:
         raw = _map_values(raw, lambda v: tf.clip_by_value(v, *f.clip))
     if f.log:
         raw = _map_values(raw, lambda v: tf.math.log1p(tf.maximum(v, 0.0)))
-    present = _values(raw)
-    mean = tft.mean(present)
-    value = _dense(raw, float("nan"))
-    value = tf.where(tf.math.is_nan(value), mean, value)
+    return _dense(raw, float("nan"))
+
+
+def _numeric(values, f: NumericFeature, mean, var, boundaries):
+    value = _impute(values, mean)
     if f.bucketize:
         # Boundaries from the present values only: imputed means would crowd one bucket.
-        boundaries = tft.quantiles(present, f.bucketize, epsilon=0.01 if f.bucketize < 100 else 0.001)
         return _with_range(tft.apply_buckets(value, boundaries), f.bucketize)
     if f.z_score:
-        std = tf.sqrt(tft.var(present))
-        return (value - mean) / tf.maximum(std, 1e-6)
+        return (value - mean) / tf.maximum(tf.sqrt(var), 1e-6)
     return value
+
+
+def _epsilon(num_buckets: int) -> float:
+    return 0.01 if num_buckets < 100 else 0.001
+
+
+def _impute(values, mean):
+    return tf.where(tf.math.is_nan(values), mean, values)
 
 
 def _categorical(x, f: CategoricalFeature):
@@ -72,27 +94,23 @@ def _categorical(x, f: CategoricalFeature):
                                             vocab_filename=features.vocab_name(f.name))
 
 
-def _boolean(x):
-    """true/yes/y/t/1 -> 1.0, false/no/n/f/0 -> 0.0 (any case); anything else or missing: the training mean."""
+def _boolean_values(x):
+    """true/yes/y/t/1 -> 1.0, false/no/n/f/0 -> 0.0 (any case); anything else or missing: NaN (then the training
+    mean)."""
     strings = tf.strings.lower(tf.strings.strip(_strings(x)))
-    value = tf.where(_member(strings, data_roles.TRUE_VALUES), 1.0,
-                     tf.where(_member(strings, data_roles.FALSE_VALUES), 0.0, float("nan")))
-    present = tf.boolean_mask(value, ~tf.math.is_nan(value))
-    return tf.where(tf.math.is_nan(value), tft.mean(present), value)
+    return tf.where(_member(strings, data_roles.TRUE_VALUES), 1.0,
+                    tf.where(_member(strings, data_roles.FALSE_VALUES), 0.0, float("nan")))
 
 
 def _member(strings, values):
     return tf.reduce_any(tf.equal(strings[:, None], tf.constant(values)[None, :]), axis=1)
 
 
-def _date(x, f: DateFeature) -> dict:
+def _date(parts, f: DateFeature, mean, var) -> dict:
     """Days since 1970-01-01 (z-scored, missing: the mean), and day of week, month and hour as categories with
     one more id for a missing or unreadable date."""
-    parts = dates.parse(_strings(x), f.format)
     days = parts["days"]
-    present = tf.boolean_mask(days, ~tf.math.is_nan(days))
-    mean, std = tft.mean(present), tf.sqrt(tft.var(present))
-    out = {features.xf(f.name): (tf.where(tf.math.is_nan(days), mean, days) - mean) / tf.maximum(std, 1e-6)}
+    out = {features.xf(f.name): (_impute(days, mean) - mean) / tf.maximum(tf.sqrt(var), 1e-6)}
     sizes = {"day_of_week": 7, "month": 12, **({"hour": 24} if f.hour else {})}
     for part, size in sizes.items():
         ids = parts[part]
@@ -137,7 +155,3 @@ def _map_values(x, fn):
     if isinstance(x, tf.SparseTensor):
         return tf.SparseTensor(x.indices, fn(x.values), x.dense_shape)
     return fn(x)
-
-
-def _values(x):
-    return x.values if isinstance(x, tf.SparseTensor) else x
