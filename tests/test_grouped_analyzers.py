@@ -5,29 +5,32 @@ import csv
 import functools
 
 import numpy as np
-import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform.tf_metadata import schema_utils
 
 from pipeline.config import load_config
 from trainer import column_stats, features
-from trainer.feature_config import FeatureConfig
+from trainer.feature_config import FeatureConfig, resolve
 from trainer.preprocessing import preprocessing_fn
 
 
-def _per_column_moments(columns, variance=True):
-    """The reference: tft.mean/tft.var of each column's present values, a pair of analyzers per column."""
-    present = {n: tf.boolean_mask(v, ~tf.math.is_nan(v)) for n, v in columns.items()}
-    return ({n: tft.mean(v) for n, v in present.items()},
-            {n: tft.var(v) for n, v in present.items()} if variance else {})
+def _present(x, i):
+    return tf.boolean_mask(x[:, i], ~tf.math.is_nan(x[:, i]))
 
 
-def _per_column_quantiles(columns, num_buckets, epsilon):
-    return {n: tft.quantiles(tf.boolean_mask(v, ~tf.math.is_nan(v)), num_buckets, epsilon)
-            for n, v in columns.items()}
+def _per_column_moments(x, variance=True):
+    """The reference: tft.mean and tft.var of each column's present values, a pair of analyzers per column."""
+    columns = [_present(x, i) for i in range(x.shape[1])]
+    return (tf.stack([tft.mean(c) for c in columns]),
+            tf.stack([tft.var(c) for c in columns]) if variance else None)
+
+
+def _per_column_quantiles(x, num_buckets, epsilon):
+    return tf.concat([tft.quantiles(_present(x, i), num_buckets, epsilon) for i in range(x.shape[1])], axis=0)
 
 
 def _transform(tmp_path, name, metadata, train, test, config: FeatureConfig):
@@ -35,6 +38,8 @@ def _transform(tmp_path, name, metadata, train, test, config: FeatureConfig):
     out = tmp_path / name
     with tft_beam.Context(temp_dir=str(tmp_path / f"{name}-tmp")):
         (train_out, _), transform_fn = (train, metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
+        if test is None:
+            return train_out, None, None
         test_out, _ = ((test, metadata), transform_fn) | tft_beam.TransformDataset()
         _ = transform_fn | tft_beam.WriteTransformFn(str(out))
     return train_out, test_out, tft.TFTransformOutput(str(out))
@@ -69,6 +74,27 @@ def _assert_same(grouped, reference, config: FeatureConfig):
     assert g_out.transformed_metadata.schema == r_out.transformed_metadata.schema
 
 
+def _assert_z_scores_as_numpy(train_out, rows, config: FeatureConfig, metadata):
+    """Every z-scored number against float64 numpy on the raw rows: clip, log, the present values' mean and
+    standard deviation, a missing value on 0."""
+    spec = schema_utils.schema_as_feature_spec(metadata.schema).feature_spec
+    resolved = resolve(config, features.column_types(spec))
+    checked = 0
+    for f in resolved.numeric:
+        if not f.z_score or f.bucketize:
+            continue
+        v = np.array([r[f.name][0] if r[f.name] else np.nan for r in rows], np.float64)
+        if f.clip:
+            v = np.clip(v, *f.clip)
+        if f.log:
+            v = np.log1p(np.maximum(v, 0.0))
+        expected = np.where(np.isnan(v), 0.0, (v - np.nanmean(v)) / max(np.nanstd(v), 1e-6))
+        got = np.array([r[features.xf(f.name)] for r in train_out])
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=5e-4, err_msg=f.name)
+        checked += 1
+    assert checked
+
+
 def _read_csv(path, schema, rows=None):
     """tf.Transform instance dicts from a CSV by the schema's types; an empty or NA cell is missing."""
     kinds = {f.name: f.type for f in schema.feature}
@@ -88,14 +114,18 @@ def test_penguins_grouped_is_per_column(tmp_path, monkeypatch):
     schema, metadata = _bundled("penguins")
     rows = _read_csv("data/penguins/penguins.csv", schema)
     config = load_config("configs/local.yaml").features
-    _assert_same(*_both(tmp_path, monkeypatch, metadata, rows[:300], rows[300:], config), config)
+    grouped, reference = _both(tmp_path, monkeypatch, metadata, rows[:300], rows[300:], config)
+    _assert_same(grouped, reference, config)
+    _assert_z_scores_as_numpy(grouped[0], rows[:300], config, metadata)
 
 
 def test_taxi_grouped_is_per_column(tmp_path, monkeypatch):
     schema, metadata = _bundled("taxi")
-    rows = _read_csv("data/taxi/data.csv", schema, 1500)
+    rows = _read_csv("data/taxi/data.csv", schema, 800)
     config = load_config("configs/taxi.yaml").features
-    _assert_same(*_both(tmp_path, monkeypatch, metadata, rows[:1200], rows[1200:], config), config)
+    grouped, reference = _both(tmp_path, monkeypatch, metadata, rows[:600], rows[600:], config)
+    _assert_same(grouped, reference, config)
+    _assert_z_scores_as_numpy(grouped[0], rows[:600], config, metadata)
 
 
 def _wide(columns, rows, seed=0):
@@ -112,9 +142,9 @@ def _wide(columns, rows, seed=0):
 
 def test_wide_table_is_z_scored_per_column(tmp_path):
     """200 columns by one pair of analyzers: each column z-scored by its own present values, missing cells on 0."""
-    values, data, metadata = _wide(200, 300)
+    values, data, metadata = _wide(200, 120)
     config = FeatureConfig(label="y", task="regression")
-    train, _, _ = _transform(tmp_path, "wide", metadata, data, data[:2], config)
+    train, _, _ = _transform(tmp_path, "wide", metadata, data, None, config)
     got = np.array([[r[features.xf(f"x{i}")] for i in range(values.shape[1])] for r in train])
     mean, std = np.nanmean(values, axis=0), np.nanstd(values, axis=0)
     expected = np.where(np.isnan(values), 0.0, (values - mean) / std)
@@ -123,7 +153,7 @@ def test_wide_table_is_z_scored_per_column(tmp_path):
 
 def test_mixed_wide_table_grouped_is_per_column(tmp_path, monkeypatch):
     """Options that differ by column (clip, log, no z-score, two bucket counts), booleans and a date."""
-    values, data, _ = _wide(24, 400, seed=1)
+    values, data, _ = _wide(10, 400, seed=1)
     rng = np.random.default_rng(2)
     days = np.datetime64("2024-01-01") + rng.integers(0, 700, len(data))
     for i, row in enumerate(data):
@@ -141,5 +171,6 @@ def test_mixed_wide_table_grouped_is_per_column(tmp_path, monkeypatch):
                            date=[{"name": "when", "format": "iso"}])
     grouped, reference = _both(tmp_path, monkeypatch, metadata, data[:300], data[300:], config)
     _assert_same(grouped, reference, config)
+    _assert_z_scores_as_numpy(grouped[0], data[:300], config, metadata)
     buckets = {r[features.xf("x5")] for r in grouped[0]}
     assert buckets == set(range(10)), "ten buckets from the column's own quantiles"
