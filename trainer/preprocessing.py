@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_transform import schema_inference
 
-from trainer import dates, features
+from trainer import column_stats, dates, features
 from trainer import roles as data_roles
 from trainer.errors import FeatureConfigError
 from trainer.feature_config import CategoricalFeature, DateFeature, FeatureConfig, NumericFeature, resolve
@@ -21,12 +21,10 @@ def preprocessing_fn(inputs, custom_config):
     roles = data_roles.loads((custom_config or {}).get(data_roles.CONFIG_KEY))
     resolved = resolve(features.from_custom_config(custom_config), features.column_types(inputs), roles)
     log.info("features:\n%s", resolved.describe())
-    # One function per role; each output is one model input.
-    outputs = {features.xf(f.name): _numeric(inputs[f.name], f) for f in resolved.numeric}
+    outputs, parsed_dates = _numbers(inputs, resolved)
     outputs.update({features.xf(f.name): _categorical(inputs[f.name], f) for f in resolved.categorical})
-    outputs.update({features.xf(f.name): _boolean(inputs[f.name]) for f in resolved.boolean})
     for f in resolved.date:
-        for name, value in _date(inputs[f.name], f).items():
+        for name, value in _date(parsed_dates[f.name], f).items():
             if name in outputs or (name != features.xf(f.name) and name[:-3] in inputs):
                 raise FeatureConfigError(f"features.date: {f.name!r} makes the feature {name!r}, which another "
                                          "column already makes; rename one of them")
@@ -37,24 +35,48 @@ def preprocessing_fn(inputs, custom_config):
     return outputs
 
 
-def _numeric(x, f: NumericFeature):
+def _numbers(inputs, resolved) -> tuple[dict, dict]:
+    """The numeric and boolean outputs by name, and each date's parsed parts with its days z-scored (`_date`).
+
+    Numbers (after clip and log), booleans and dates' days, NaN where missing, stacked as one [batch, n]
+    matrix for one tft.mean and one tft.var, and one tft.quantiles per bucket count (trainer/column_stats.py):
+    an analyzer per column made Transform's time and memory grow with the width of the table. Each output is
+    still computed from its own column, so it depends on its own input alone (TFT walks each output's sources
+    when it saves the graph: shared matrix ops made that quadratic in the width)."""
+    numeric, parsed = resolved.numeric, {f.name: dates.parse(_strings(inputs[f.name]), f.format)
+                                         for f in resolved.date}
+    columns = ([_numeric_values(inputs[f.name], f) for f in numeric]
+               + [_boolean_values(inputs[f.name]) for f in resolved.boolean] + [p["days"] for p in parsed.values()])
+    if not columns:
+        return {}, {}
+    # Which columns are z-scored: numbers that ask for it (bucketized ones are ids) and dates' days.
+    scaled = [f.z_score and not f.bucketize for f in numeric] + [False] * len(resolved.boolean) + [True] * len(parsed)
+    mean, var = column_stats.moments(tf.stack(columns, axis=1), variance=any(scaled))
+    means = tf.unstack(mean)
+    stds = tf.unstack(tf.maximum(tf.sqrt(var), 1e-6)) if any(scaled) else []
+    values = [tf.where(tf.math.is_nan(c), m, c) for c, m in zip(columns, means)]
+    values = [(v - means[i]) / stds[i] if scaled[i] else v for i, v in enumerate(values)]
+    for size in sorted({f.bucketize for f in numeric if f.bucketize}):
+        # Boundaries from the present values only: imputed means would crowd one bucket.
+        index = [i for i, f in enumerate(numeric) if f.bucketize == size]
+        boundaries = column_stats.quantiles(tf.stack([columns[i] for i in index], axis=1), size,
+                                            0.01 if size < 100 else 0.001)
+        for i, b in zip(index, tf.unstack(boundaries)):
+            values[i] = _with_range(tft.apply_buckets(values[i], b[None, :]), size)
+    names = [f.name for f in numeric] + [f.name for f in resolved.boolean]
+    days = values[len(names):]
+    return ({features.xf(n): v for n, v in zip(names, values)},
+            {name: {**p, "days": d} for (name, p), d in zip(parsed.items(), days)})
+
+
+def _numeric_values(x, f: NumericFeature):
+    """[batch] float32 after clip and log, NaN where missing."""
     raw = _map_values(x, lambda v: tf.cast(v, tf.float32))
     if f.clip:
         raw = _map_values(raw, lambda v: tf.clip_by_value(v, *f.clip))
     if f.log:
         raw = _map_values(raw, lambda v: tf.math.log1p(tf.maximum(v, 0.0)))
-    present = _values(raw)
-    mean = tft.mean(present)
-    value = _dense(raw, float("nan"))
-    value = tf.where(tf.math.is_nan(value), mean, value)
-    if f.bucketize:
-        # Boundaries from the present values only: imputed means would crowd one bucket.
-        boundaries = tft.quantiles(present, f.bucketize, epsilon=0.01 if f.bucketize < 100 else 0.001)
-        return _with_range(tft.apply_buckets(value, boundaries), f.bucketize)
-    if f.z_score:
-        std = tf.sqrt(tft.var(present))
-        return (value - mean) / tf.maximum(std, 1e-6)
-    return value
+    return _dense(raw, float("nan"))
 
 
 def _categorical(x, f: CategoricalFeature):
@@ -72,27 +94,22 @@ def _categorical(x, f: CategoricalFeature):
                                             vocab_filename=features.vocab_name(f.name))
 
 
-def _boolean(x):
-    """true/yes/y/t/1 -> 1.0, false/no/n/f/0 -> 0.0 (any case); anything else or missing: the training mean."""
+def _boolean_values(x):
+    """true/yes/y/t/1 -> 1.0, false/no/n/f/0 -> 0.0 (any case); anything else or missing: NaN (then the training
+    mean)."""
     strings = tf.strings.lower(tf.strings.strip(_strings(x)))
-    value = tf.where(_member(strings, data_roles.TRUE_VALUES), 1.0,
-                     tf.where(_member(strings, data_roles.FALSE_VALUES), 0.0, float("nan")))
-    present = tf.boolean_mask(value, ~tf.math.is_nan(value))
-    return tf.where(tf.math.is_nan(value), tft.mean(present), value)
+    return tf.where(_member(strings, data_roles.TRUE_VALUES), 1.0,
+                    tf.where(_member(strings, data_roles.FALSE_VALUES), 0.0, float("nan")))
 
 
 def _member(strings, values):
     return tf.reduce_any(tf.equal(strings[:, None], tf.constant(values)[None, :]), axis=1)
 
 
-def _date(x, f: DateFeature) -> dict:
-    """Days since 1970-01-01 (z-scored, missing: the mean), and day of week, month and hour as categories with
-    one more id for a missing or unreadable date."""
-    parts = dates.parse(_strings(x), f.format)
-    days = parts["days"]
-    present = tf.boolean_mask(days, ~tf.math.is_nan(days))
-    mean, std = tft.mean(present), tf.sqrt(tft.var(present))
-    out = {features.xf(f.name): (tf.where(tf.math.is_nan(days), mean, days) - mean) / tf.maximum(std, 1e-6)}
+def _date(parts, f: DateFeature) -> dict:
+    """Days since 1970-01-01 (z-scored by _numbers, missing: the mean), and day of week, month and hour as
+    categories with one more id for a missing or unreadable date."""
+    out = {features.xf(f.name): parts["days"]}
     sizes = {"day_of_week": 7, "month": 12, **({"hour": 24} if f.hour else {})}
     for part, size in sizes.items():
         ids = parts[part]
@@ -137,7 +154,3 @@ def _map_values(x, fn):
     if isinstance(x, tf.SparseTensor):
         return tf.SparseTensor(x.indices, fn(x.values), x.dense_shape)
     return fn(x)
-
-
-def _values(x):
-    return x.values if isinstance(x, tf.SparseTensor) else x
