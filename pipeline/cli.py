@@ -58,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict = sub.add_parser("predict", help="score raw CSV rows with a pushed model (docs/predict.md)")
     predict.add_argument("--input", required=True, metavar="DIR|CSV", help="a directory of CSV files or one CSV")
     predict.add_argument("--output", required=True, metavar="DIR", help="a new or empty directory")
-    predict.add_argument("--version", type=int, help="a pushed version (default: the newest, which serves)")
+    predict.add_argument("--version", type=int, help="a pushed version (default: the one labelled stable)")
     predict.add_argument("--label", choices=["stable", "canary"],
-                         help="a serving label (not available until the serving rollout lands)")
+                         help="the version serving under this label (default: stable; docs/serving.md)")
     predict.add_argument("--format", choices=["csv", "jsonl"], help="default: predict.format")
     predict.add_argument("--runner", choices=["local", "dataflow"], default="local",
                          help="where the Beam job runs: this machine (the beam section) or Dataflow (the "

@@ -9,9 +9,10 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from components import serving_dir, training_record
+from components import rollout, serving_dir, training_record
 from components.csv_examples import csv_files
 from components.errors import ComponentError
+from components.model_config import CANARY, STABLE
 from components.scoring.job import Counts, InputFile, beam_pipeline, score_files
 from components.scoring.plan import plan
 from pipeline.config import Config, resolve
@@ -23,16 +24,17 @@ SUMMARY_FILE = "summary.json"
 
 
 def choose_version(config: Config, version: Optional[int], label: Optional[str]) -> serving_dir.Version:
-    """`version`, else the newest pushed version (the one TF Serving serves under its default policy)."""
-    if label is not None:
-        raise ConfigError(f"--label {label}: serving labels (stable, canary) are not available until the serving "
-                          "rollout lands; name a pushed version with --version N, or leave it out for the newest")
+    """`version`, else the version serving under `label` (default stable: the model serving now)."""
     base = config.pipeline.serving_dir
     found = serving_dir.versions(base)
     if not found:
         raise CommandFailed(f"no pushed model under {base}: run the pipeline first (make run)")
     if version is None:
-        return found[-1]
+        labels = rollout.labels(base)
+        version = labels.canary if label == CANARY else labels.stable
+        if version is None:
+            raise ConfigError(f"--label {label or STABLE}: no version serves under it in {base} "
+                              "(`python -m pipeline serving status` shows the labels)")
     chosen = next((v for v in found if v.number == version), None)
     if chosen is None:
         raise ConfigError(f"--version {version}: not a pushed version under {base} "

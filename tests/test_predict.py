@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import csv_examples
+from components import csv_examples, serving_dir
 from components.bulk_inferrer import model_to_use
 from components.scoring import ledger
 from components.scoring.columns import Columns, ColumnType
@@ -95,10 +95,10 @@ def test_a_bad_cell_is_rejected_by_line_and_every_other_row_scored(finished_run,
 
 
 @pytest.mark.e2e
-def test_a_label_is_refused_until_the_rollout_and_an_unknown_version_is_named(finished_run, tmp_path, capsys):
-    run = finished_run()
+def test_a_label_with_no_version_and_an_unknown_version_are_named(finished_run, tmp_path, capsys):
+    run = finished_run()  # configs/local.yaml pushes directly: stable only, no canary
     assert _predict(run, tmp_path, PENGUINS, "--label", "canary") == 2
-    assert "not available until the serving rollout" in capsys.readouterr().err
+    assert "--label canary: no version serves under it" in capsys.readouterr().err
     assert _predict(run, tmp_path, PENGUINS, "--version", "7") == 2
     assert "--version 7: not a pushed version" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -302,3 +302,20 @@ def test_the_job_translates_for_dataflow_with_the_pipeline_image_as_the_workers_
     assert {"ReadAndEncode", "ServingDefault", "Write"} <= {
         t.unique_name.split("/")[0] for t in job.proto_pipeline.components.transforms.values()}
     assert str(job.proto.type) == "JOB_TYPE_BATCH"
+
+
+def test_the_default_is_the_stable_version_and_a_label_picks_its_own(tmp_path):
+    from components import model_config
+    from pipeline.config import load_config
+    from pipeline.predict import choose_version
+
+    config = load_config(CONFIG, [f"pipeline.root={tmp_path}"])
+    base = config.pipeline.serving_dir
+    for number in (1, 2, 3):  # 3 is the newest, pushed as a canary; 2 is stable
+        (Path(base) / str(number)).mkdir(parents=True)
+        (Path(base) / str(number) / serving_dir.SAVED_MODEL).write_text("graph")
+    model_config.write(base, config.pipeline.name, model_config.Labels(stable=2, canary=3), None)
+    assert choose_version(config, None, None).number == 2
+    assert choose_version(config, None, "stable").number == 2
+    assert choose_version(config, None, "canary").number == 3
+    assert choose_version(config, 1, None).number == 1
