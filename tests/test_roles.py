@@ -121,6 +121,12 @@ def test_the_table_says_how_each_column_was_read_and_why():
     text = role_table.format_table(table)
     assert text.splitlines()[0].startswith("churned ") and "read as iso" in text
     assert role_table.loads(role_table.dumps(table)) == table
+    # Asked for, free text is a bag of words.
+    asked = role_table.rows(resolve(FeatureConfig(label="churned", task="binary", positive_class="yes",
+                                                  text=[{"name": "notes", "max_tokens": 8}]), COLUMNS, ROLES))
+    [notes] = [r for r in asked if r["column"] == "notes"]
+    assert (notes["role"], notes["why"]) == ("text", "from the config")
+    assert notes["encoding"].startswith("bag of words: the 8 most frequent words seen >= 5 times")
     # After the analysis, each category's id count (vocabulary and OOV buckets) joins its encoding.
     sized = {r["column"]: r["encoding"] for r in role_table.with_sizes(table, {"plan": 5})}
     assert sized["plan"].endswith("1 OOV bucket for the rest: 5 ids") and sized["fee"] == by_column["fee"]["encoding"]
@@ -129,9 +135,14 @@ def test_the_table_says_how_each_column_was_read_and_why():
 # Each role through real tf.Transform, as the pipeline's Transform runs it: the roles in custom_config.
 ANALYZED = [{"churned": [b"yes" if i % 3 else b"no"], "signup": [DAYS[i].isoformat().encode()],
              "autopay": [RNG.choice([b"true", b"false"])], "fee": [float(i)],
-             "plan": [b"rare" if i == 0 else RNG.choice([b"basic", b"pro"])]} for i in range(40)]
-RAW = [{"churned": [b"no"], "signup": [b"2021-03-04"], "autopay": [b"YES"], "fee": [1.0], "plan": [b"pro"]},
-       {"churned": [b"no"], "signup": [b"not a date"], "autopay": [b"maybe"], "fee": [1.0], "plan": [b"unheard"]}]
+             "plan": [b"rare" if i == 0 else RNG.choice([b"basic", b"pro"])],
+             # Words in 40, 30, 20 and 10 rows, and one seen once (under min_frequency 5).
+             "notes": ["; ".join(["late"] + ["payment"] * (i < 30) + ["Call"] * (i < 20) + ["back"] * (i < 10)
+                                 + ["rare"] * (i == 0)).encode()]} for i in range(40)]
+RAW = [{"churned": [b"no"], "signup": [b"2021-03-04"], "autopay": [b"YES"], "fee": [1.0], "plan": [b"pro"],
+        "notes": [b"LATE, payment! rare"]},
+       {"churned": [b"no"], "signup": [b"not a date"], "autopay": [b"maybe"], "fee": [1.0], "plan": [b"unheard"],
+        "notes": [b""]}]
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +150,8 @@ def transformed(tmp_path_factory):
     spec = {n: tf.io.FixedLenFeature([], tf.float32 if n == "fee" else tf.string) for n in ANALYZED[0]}
     metadata = tft.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
     roles = {"signup": ROLES["signup"], "autopay": ROLES["autopay"], "plan": ROLES["plan"], "fee": ROLES["fee"]}
-    config = {features.CONFIG_KEY: FeatureConfig(label="churned", task="binary", positive_class="yes").model_dump(),
+    config = {features.CONFIG_KEY: FeatureConfig(label="churned", task="binary", positive_class="yes",
+                                                 text=[{"name": "notes", "max_tokens": 4}]).model_dump(),
               data_roles.CONFIG_KEY: data_roles.dumps(roles)}
     rows = [{k: v[0] for k, v in r.items()} for r in ANALYZED]
     raw = [{k: v[0] for k, v in r.items()} for r in RAW]
@@ -176,3 +188,11 @@ def test_a_rare_category_is_not_memorised_and_an_unseen_one_shares_its_bucket(tr
     ids = {r["plan_xf"] for r in train}
     assert ids == {0, 1, 2}  # basic, pro, and the OOV bucket where 'rare' (seen once, under 5) went
     assert train[0]["plan_xf"] == 2 == test[1]["plan_xf"]
+
+
+def test_free_text_asked_for_is_a_bag_of_its_most_frequent_words(transformed):
+    train, test = transformed
+    words = [[r[f"notes_word{i}_xf"] for i in range(4)] for r in (train[0], train[35], test[0], test[1])]
+    # By frequency: late, payment, call (any case), back; 'rare' was seen once and is no input.
+    assert words == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0]]
+    assert "notes_word4_xf" not in train[0]

@@ -77,6 +77,13 @@ class DateFeature(Section):
     hour: Optional[bool] = None          # empty: when the data holds times
 
 
+class TextFeature(Section):
+    """Free text as a bag of words: the `max_tokens` most frequent words of the training data (seen at least
+    features.min_frequency times), each a 0/1 model input saying whether the row holds it."""
+    name: str
+    max_tokens: int = Field(32, ge=1, le=1000)
+
+
 class BooleanFeature(Section):
     """true/false, yes/no, y/n, t/f or 1/0 (any case) as 1.0/0.0; anything else, or missing, is the training mean."""
     name: str
@@ -98,6 +105,10 @@ def _entries(value: Any) -> Any:
     return out
 
 
+# The features section's lists that give the columns they name a role.
+_NAMED_ROLES = ("numeric", "categorical", "date", "boolean", "text")
+
+
 class FeatureConfig(Section):
     label: str
     task: TaskName = "multiclass"
@@ -107,6 +118,7 @@ class FeatureConfig(Section):
     categorical: list[CategoricalFeature] = []
     date: list[DateFeature] = []
     boolean: list[BooleanFeature] = []
+    text: list[TextFeature] = []  # free text is left out unless listed here (or under categorical)
     # Columns the model never sees (ids, leaks of the label, free text).
     ignore: list[str] = []
     # Columns named nowhere above: numbers become numeric, strings categorical (true),
@@ -122,7 +134,7 @@ class FeatureConfig(Section):
     preprocessing_fn: Optional[str] = None
     model_builder: Optional[str] = None
 
-    @field_validator("numeric", "categorical", "date", "boolean", mode="before")
+    @field_validator("numeric", "categorical", "date", "boolean", "text", mode="before")
     @classmethod
     def _lists(cls, v: Any) -> Any:
         return _entries(v)
@@ -139,7 +151,7 @@ class FeatureConfig(Section):
     @model_validator(mode="after")
     def _consistent(self) -> "FeatureConfig":
         seen: dict[str, str] = {self.label: "label"}
-        roles = [(role, f.name) for role in ("numeric", "categorical", "date", "boolean") for f in getattr(self, role)]
+        roles = [(role, f.name) for role in _NAMED_ROLES for f in getattr(self, role)]
         for role, name in roles + [("ignore", n) for n in self.ignore]:
             if name in seen:
                 where = role if seen[name] == role else f"{seen[name]} and {role}"
@@ -160,6 +172,7 @@ class ResolvedFeatures:
     unused: tuple[str, ...]   # columns neither named nor inferred (ignored, id-like, free text, infer: false)
     date: tuple[DateFeature, ...] = ()
     boolean: tuple[BooleanFeature, ...] = ()
+    text: tuple[TextFeature, ...] = ()
     # column -> why it has its role: the rule and the figures from the data (trainer/roles.py), or the config.
     why: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -174,7 +187,7 @@ class ResolvedFeatures:
     @property
     def inputs(self) -> tuple[str, ...]:
         """The raw columns a prediction needs: what a serving request must carry."""
-        return tuple(f.name for f in (*self.numeric, *self.categorical, *self.date, *self.boolean))
+        return tuple(f.name for f in (*self.numeric, *self.categorical, *self.date, *self.boolean, *self.text))
 
     def describe(self) -> str:
         def names(features):
@@ -185,6 +198,7 @@ class ResolvedFeatures:
             f"categorical: {names(self.categorical)}",
             *([f"date: {names(self.date)}"] if self.date else []),
             *([f"boolean: {names(self.boolean)}"] if self.boolean else []),
+            *([f"text: {names(self.text)}"] if self.text else []),
             f"not used: {', '.join(self.unused) or 'none'}",
         ])
 
@@ -255,11 +269,14 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
             raise FeatureConfigError(f"features.date: {f.name!r} holds {columns[f.name]}s, not date strings")
     for f in config.boolean:
         column("boolean", f.name)
+    for f in config.text:
+        if column("text", f.name) != "string":
+            raise FeatureConfigError(f"features.text: {f.name!r} holds {columns[f.name]}s, not text")
     for name in config.ignore:
         column("ignore", name)
 
     named = {config.label, *config.ignore,
-             *(f.name for role in ("numeric", "categorical", "date", "boolean") for f in getattr(config, role))}
+             *(f.name for role in _NAMED_ROLES for f in getattr(config, role))}
     rest = sorted(set(columns) - named)
     inferred = {n: _role_of(n, columns[n], roles.get(n)) for n in rest} if config.infer else {}
     why = {n: "from the config" for n in named} | {n: roles[n].why if n in roles else f"{columns[n]}s"
@@ -274,12 +291,14 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
     date = tuple(_date_format(f, roles.get(f.name)) for f in config.date)
     date += new("date", lambda n: _date_format(DateFeature(name=n), roles[n]))
     boolean = (*config.boolean, *new("boolean", lambda n: BooleanFeature(name=n)))
-    if not (numeric or categorical or date or boolean):
+    text = tuple(config.text)
+    if not (numeric or categorical or date or boolean or text):
         raise FeatureConfigError(f"features: no model inputs: name numeric or categorical features, or set "
                                  f"infer: true (columns: {known})")
-    used = {config.label, *(f.name for f in (*numeric, *categorical, *date, *boolean))}
+    used = {config.label, *(f.name for f in (*numeric, *categorical, *date, *boolean, *text))}
     unused = tuple(n for n in sorted(columns) if n not in used)
-    return ResolvedFeatures(config, tuple(numeric), tuple(categorical), inferred, unused, date, boolean, why)
+    return ResolvedFeatures(config, tuple(numeric), tuple(categorical), inferred, unused, date, boolean, text=text,
+                            why=why)
 
 
 def _role_of(name: str, kind: ColumnType, role: Optional[data_roles.Role]) -> str:

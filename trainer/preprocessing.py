@@ -11,7 +11,7 @@ from tensorflow_transform import schema_inference
 from trainer import column_stats, dates, features
 from trainer import roles as data_roles
 from trainer.errors import FeatureConfigError
-from trainer.feature_config import CategoricalFeature, DateFeature, FeatureConfig, NumericFeature, resolve
+from trainer.feature_config import CategoricalFeature, DateFeature, FeatureConfig, NumericFeature, TextFeature, resolve
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +23,8 @@ def preprocessing_fn(inputs, custom_config):
     log.info("features:\n%s", resolved.describe())
     outputs, parsed_dates = _numbers(inputs, resolved)
     outputs.update({features.xf(f.name): _categorical(inputs[f.name], f) for f in resolved.categorical})
+    for f in resolved.text:
+        outputs.update(_text(inputs[f.name], f, resolved.config.min_frequency))
     for f in resolved.date:
         for name, value in _date(parsed_dates[f.name], f).items():
             if name in outputs or (name != features.xf(f.name) and name[:-3] in inputs):
@@ -116,6 +118,20 @@ def _date(parts, f: DateFeature) -> dict:
         out[features.xf(f"{f.name}_{part}")] = _with_range(tf.where(ids < 0, tf.constant(size, tf.int64), ids),
                                                            size + 1)
     return out
+
+
+def _text(x, f: TextFeature, min_frequency: int) -> dict:
+    """A bag of words: lower-cased words (runs of letters and digits), the `max_tokens` most frequent in the
+    training data, each an output of 0.0/1.0 (`<name>_word<i>_xf`): whether the row holds it."""
+    words = tf.strings.split(tf.strings.strip(tf.strings.regex_replace(
+        tf.strings.lower(_strings(x)), r"[^\pL\pN]+", " ")))
+    ids = tft.compute_and_apply_vocabulary(words.to_sparse(), top_k=f.max_tokens, default_value=-1,
+                                           frequency_threshold=min_frequency,
+                                           vocab_filename=features.vocab_name(f.name))
+    # A sum, not a max: a batch whose rows hold no word has no words axis to take a max over.
+    counts = tf.reduce_sum(tf.one_hot(tf.sparse.to_dense(ids, default_value=-1), f.max_tokens), axis=1)
+    present = tf.minimum(counts, 1.0)
+    return {features.xf(f"{f.name}_word{i}"): present[:, i] for i in range(f.max_tokens)}
 
 
 def _label(x, config: FeatureConfig):

@@ -21,6 +21,8 @@ def rows(resolved: ResolvedFeatures) -> list[dict[str, str]]:
     encodings |= {f.name: ("categorical", _categorical(f)) for f in resolved.categorical}
     encodings |= {f.name: ("date", _date(f)) for f in resolved.date}
     encodings |= {f.name: ("boolean", "1.0 / 0.0, missing: the training mean") for f in resolved.boolean}
+    encodings |= {f.name: ("text", f"bag of words: the {f.max_tokens} most frequent words seen >= "
+                                   f"{config.min_frequency} times, a 0/1 input each") for f in resolved.text}
     for name in sorted({*encodings, *resolved.unused}):
         if name in encodings:
             role, encoding = encodings[name]
@@ -29,7 +31,7 @@ def rows(resolved: ResolvedFeatures) -> list[dict[str, str]]:
         elif resolved.inferred.get(name) in ("id", "text"):
             role = resolved.inferred[name]
             encoding = ("excluded: an id of the row, nothing to learn from (name it to use it)" if role == "id" else
-                        "excluded: free text (list it under categorical to use it as a category)")
+                        "excluded: free text (list it under text for a bag of words, or categorical)")
         else:
             role, encoding = "unused", "not used (features.infer: false)"
         why = resolved.why.get(name, "")
