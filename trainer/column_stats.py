@@ -16,13 +16,16 @@ def moments(x: tf.Tensor, variance: bool = True) -> tuple[tf.Tensor, Optional[tf
     # float64 sums: a column sum over the batch axis adds row by row, and in float32 that lost a latitude's
     # z-score its fourth digit (docs/internals.md).
     x = tf.cast(x, tf.float64)
-    mean = _float32(tft.mean(x, reduce_instance_dims=False))
-    return mean, (_float32(tft.var(x, reduce_instance_dims=False)) if variance else None)
+    n = x.shape[1]
+    mean = _float32(tft.mean(x, reduce_instance_dims=False), n)
+    return mean, (_float32(tft.var(x, reduce_instance_dims=False), n) if variance else None)
 
 
-def _float32(x: tf.Tensor) -> tf.Tensor:
+def _float32(x: tf.Tensor, n: int) -> tf.Tensor:
     # The elementwise combiner divides 0 by 0 for a column no batch had a value of (TFT's scalar path gives 0).
-    x = tf.cast(x, tf.float32)
+    # [n] again: when the graph is saved, TFT puts the analyzer's value in as a constant, which for a single
+    # column is a scalar.
+    x = tf.reshape(tf.cast(x, tf.float32), [n])
     return tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
 
 
