@@ -74,12 +74,12 @@ def serving(base: str, gcs_client=None) -> Optional[Version]:
     """"The model serving now": the version labelled stable in TF Serving's model config (components/rollout.py),
     or without one (a root from before it was written) the highest loadable version. While a canary is out this
     is stable: the drift gate's, the Evaluator's and warm start's model (docs/serving.md)."""
-    return _labelled(base, "stable", gcs_client) or highest(base, gcs_client)
+    return _labelled(base, model_config.STABLE, gcs_client) or highest(base, gcs_client)
 
 
 def canary(base: str, gcs_client=None) -> Optional[Version]:
     """The version labelled canary, if one is out."""
-    return _labelled(base, "canary", gcs_client)
+    return _labelled(base, model_config.CANARY, gcs_client)
 
 
 def _labelled(base: str, label: str, gcs_client) -> Optional[Version]:

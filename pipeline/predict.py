@@ -9,7 +9,7 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from components import rollout, serving_dir, training_record
+from components import serving_dir, training_record
 from components.csv_examples import csv_files
 from components.errors import ComponentError
 from components.model_config import CANARY, STABLE
@@ -30,11 +30,11 @@ def choose_version(config: Config, version: Optional[int], label: Optional[str])
     if not found:
         raise CommandFailed(f"no pushed model under {base}: run the pipeline first (make run)")
     if version is None:
-        labels = rollout.labels(base)
-        version = labels.canary if label == CANARY else labels.stable
-        if version is None:
+        chosen = serving_dir.canary(base) if label == CANARY else serving_dir.serving(base)
+        if chosen is None:
             raise ConfigError(f"--label {label or STABLE}: no version serves under it in {base} "
                               "(`python -m pipeline serving status` shows the labels)")
+        return chosen
     chosen = next((v for v in found if v.number == version), None)
     if chosen is None:
         raise ConfigError(f"--version {version}: not a pushed version under {base} "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from components import rollout
+from components.model_config import CANARY, STABLE
 from pipeline.config import Config
 from pipeline.endpoints import parse_endpoint
 from pipeline.errors import CommandFailed, ConfigError
@@ -21,7 +22,7 @@ from pipeline.sections.serving import CheckSection
 # model_name, API, entrypoint; microseconds). Its Prometheus exporter writes "/" as ":"; a histogram as _sum/_count.
 REQUEST_COUNT = ":tensorflow:serving:request_count"
 LATENCY_SUM, LATENCY_COUNT = ":tensorflow:serving:request_latency_sum", ":tensorflow:serving:request_latency_count"
-TRACKS = ("stable", "canary")
+TRACKS = (STABLE, CANARY)
 SCRAPE_TIMEOUT_SECONDS = 10.0
 
 

@@ -130,10 +130,11 @@ def _version(base: Path, number: int, root: Path, record: bool) -> None:
     (base / str(number) / serving_dir.SAVED_MODEL).write_text("graph")
 
 
-def _run_gate(gate_world, base: Path, spans: str, accepted: str = "") -> None:
+def _run_gate(gate_world, base: Path, spans: str, accepted: str = "", snapshot_uri: str = "") -> None:
+    """The gate's executor on `snapshot_uri` (default gate_world's snapshot) against what serves in `base`."""
     config, root = gate_world
     snapshot = DatasetSnapshot()
-    snapshot.set_string_custom_property("snapshot_uri", str(root / "snapshot"))
+    snapshot.set_string_custom_property("snapshot_uri", snapshot_uri or str(root / "snapshot"))
     snapshot.set_string_custom_property("spans", spans)
     schema = standard_artifacts.Schema()
     schema.uri = str(root / "schema")
@@ -236,16 +237,8 @@ def test_unchanged_heavy_tailed_data_is_no_drift_though_its_train_split_alone_re
     split_only = measure(newest, training_record.read(str(base), "1000").train_statistics(), gated)
     assert [d.feature for d in split_only if d.drifted], "the train split alone no longer reads as drift"
 
-    snapshot = DatasetSnapshot()
-    snapshot.set_string_custom_property("snapshot_uri", str(store / digest))
-    snapshot.set_string_custom_property("spans", "")
-    schema_artifact = standard_artifacts.Schema()
-    schema_artifact.uri = str(tmp_path / "schema")
-    component = DriftGate(snapshot=Channel(type=DatasetSnapshot), schema=Channel(type=standard_artifacts.Schema),
-                          serving_dir=str(base), features=config.features.model_dump_json(),
-                          thresholds=config.drift_gate.as_json())
     caplog.set_level(logging.INFO)
-    DriftGateExecutor().Do({SNAPSHOT: [snapshot], SCHEMA: [schema_artifact]}, {}, dict(component.exec_properties))
+    _run_gate((config, tmp_path), base, "", snapshot_uri=str(store / digest))
     assert f"baseline: the rows of snapshot {store / digest}" in caplog.text
     distances = re.findall(r"drift gate: \S+ \S+ distance ([0-9.]+)", caplog.text)
     assert distances and all(float(d) == 0 for d in distances), caplog.text
