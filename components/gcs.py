@@ -64,6 +64,11 @@ def _blob(uri: str, gcs_client):
     return client(gcs_client).bucket(bucket).blob(name)
 
 
+def write(uri: str, body: bytes, content_type: str, gcs_client=None) -> None:
+    """Write the object whole, whatever is there."""
+    _blob(uri, gcs_client).upload_from_string(body, content_type=content_type)
+
+
 def create(uri: str, body: bytes, gcs_client=None) -> Optional[int]:
     """Write the object only if it does not exist; its generation, or None when it already existed."""
     return _upload(uri, body, 0, gcs_client)

@@ -94,6 +94,13 @@ def write(base: str, model_name: str, labels: Labels, expected: Optional[Written
     """Write the track files, then models.config (last: it is what `read` trusts), each whole. ServingConfigChanged
     when models.config is no longer the one read as `expected` (None: it must not exist)."""
     server_path = gcs.api_uri(base).rstrip("/")  # what TF Serving reads: gs:// even through a gcsfuse mount
+    # Checked before the track files too, so that a writer that lost the race changes none of them; the write of
+    # models.config below is still conditional, for a writer that gets in between.
+    now = read(base, gcs_client)
+    if (now.generation if now else "") != (expected.generation if expected else ""):
+        raise ServingConfigChanged(f"{_path(base, CONFIG_FILE)} changed since it was read (generation "
+                                   f"{(expected.generation if expected else '') or 'none'}); nothing written: read it "
+                                   "again (python -m pipeline serving status)")
     for label, name in TRACK_FILES.items():
         _put(_path(base, name), render(model_name, server_path, labels, label), None, gcs_client)
     _put(_path(base, CONFIG_FILE), render(model_name, server_path, labels), expected or Written(Labels(), ""),
@@ -105,8 +112,7 @@ def _put(path: str, text: str, expected: Optional[Written], gcs_client) -> None:
     body = text.encode()
     if gcs.is_gcs(path):
         if expected is None:
-            gcs.client(gcs_client).bucket(gcs.split(path)[0]).blob(gcs.split(path)[1]).upload_from_string(
-                body, content_type="text/plain")
+            gcs.write(path, body, "text/plain", gcs_client)
             return
         done = (gcs.create(path, body, gcs_client) if not expected.generation
                 else gcs.replace(path, body, int(expected.generation), gcs_client))
@@ -117,8 +123,11 @@ def _put(path: str, text: str, expected: Optional[Written], gcs_client) -> None:
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     if expected is not None:
-        now = read(os.path.dirname(path))
-        if (now.generation if now else "") != expected.generation:
+        try:
+            now = str(os.stat(path).st_mtime_ns)
+        except FileNotFoundError:
+            now = ""
+        if now != expected.generation:
             raise ServingConfigChanged(f"{path} changed since it was read; nothing written: read it again "
                                        "(python -m pipeline serving status)")
     fd, tmp = tempfile.mkstemp(prefix=".config-", dir=directory)

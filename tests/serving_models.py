@@ -3,7 +3,6 @@ serving_default on serialized tf.Examples (as trainer/export.py's), and ways to 
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -77,11 +76,6 @@ def with_declared_dtype(model_dir: Path, output: str = "scores", dtype=types_pb2
     def edit(saved):
         saved.meta_graphs[0].signature_def["serving_default"].outputs[output].dtype = dtype
     return _edit(model_dir, edit)
-
-
-def tree(directory: Path) -> dict[str, bytes]:
-    return {p.relative_to(directory).as_posix(): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file() and not os.path.islink(p)}
 
 
 def push(tmp_path, model_dir, examples, base, name, settings):

@@ -11,6 +11,7 @@ import tensorflow as tf
 from components import serving_gate, warmup
 from components.errors import ServingGateError
 from tests import serving_models
+from tests.conftest import tree_hashes
 from tests.serving_models import LABEL
 
 SETTINGS = serving_gate.GateSettings(model_name="penguin-tpu", warmup_requests=5, drop_features=(LABEL,))
@@ -85,13 +86,13 @@ def test_the_pusher_pushes_the_candidate_with_its_warmup_and_refuses_one_that_ca
     assert f"{SETTINGS.warmup_requests} warm-up requests answered" in first.get_string_custom_property(GATE)
     [version] = serving_dir.versions(str(base))
     assert len(warmup.read(version.path)) == SETTINGS.warmup_requests
-    before = serving_models.tree(base)
+    before = tree_hashes(base)
 
     bad = serving_models.with_op(shutil.copytree(model, tmp_path / "bad"))
     second = serving_models.push(tmp_path, bad, examples, base, "bad", SETTINGS)
     assert second.get_int_custom_property("pushed") == 0
     assert "CaseFoldUTF8" in second.get_string_custom_property(REFUSED)
-    assert serving_models.tree(base) == before  # what serves is untouched, byte for byte
+    assert tree_hashes(base) == before  # what serves is untouched, byte for byte
 
 
 def test_the_dags_pusher_gets_the_eval_rows_and_the_serving_settings(tmp_path):
