@@ -18,7 +18,6 @@ from tfx.utils import io_utils, proto_utils
 
 from components import lease, rollout, serving_dir, serving_gate, training_record
 from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
-from components.model_config import CANARY, STABLE
 from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
 
 UNCHANGED_VERSION = "unchanged_version"
@@ -101,7 +100,7 @@ class PushExecutor(tfx_pusher_executor.Executor):
         model_push.set_string_custom_property(REMOVED_DEBRIS, "; ".join(removed))
         # Stable, or the canary out: a run never pushes again what either already is.
         digest = serving_dir.tree_digest(model_path)
-        for label, current in ((STABLE, serving_dir.serving(base)), (CANARY, serving_dir.canary(base))):
+        for label, current in serving_dir.served(base).items():
             if current is not None and serving_dir.tree_digest(current.path) == digest:
                 logging.info("the candidate is identical to %s version %s; pushing nothing", label, current.name)
                 self._MarkNotPushed(model_push)

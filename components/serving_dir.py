@@ -70,22 +70,32 @@ def highest(base: str, gcs_client=None) -> Optional[Version]:
     return found[-1] if found else None
 
 
+def served(base: str, gcs_client=None) -> dict[str, Version]:
+    """{label: version} of what serves, from one read of TF Serving's model config and one listing: stable is "the
+    model serving now", the version labelled stable (components/rollout.py), or without one (a root from before
+    it was written) the highest loadable version; canary is there only while one is out. While a canary is out
+    stable is the drift gate's, the Evaluator's and warm start's model (docs/serving.md)."""
+    written = model_config.read(base, gcs_client)
+    found = versions(base, gcs_client)
+    by_number = {v.number: v for v in found}
+    labels = written.labels if written is not None else model_config.Labels()
+    out = {}
+    stable = by_number.get(labels.stable) if labels.stable is not None else None
+    if stable is not None or found:
+        out[model_config.STABLE] = stable or found[-1]
+    if labels.canary is not None and labels.canary in by_number:
+        out[model_config.CANARY] = by_number[labels.canary]
+    return out
+
+
 def serving(base: str, gcs_client=None) -> Optional[Version]:
-    """"The model serving now": the version labelled stable in TF Serving's model config (components/rollout.py),
-    or without one (a root from before it was written) the highest loadable version. While a canary is out this
-    is stable: the drift gate's, the Evaluator's and warm start's model (docs/serving.md)."""
-    return _labelled(base, model_config.STABLE, gcs_client) or highest(base, gcs_client)
+    """"The model serving now" (served's stable)."""
+    return served(base, gcs_client).get(model_config.STABLE)
 
 
 def canary(base: str, gcs_client=None) -> Optional[Version]:
     """The version labelled canary, if one is out."""
-    return _labelled(base, model_config.CANARY, gcs_client)
-
-
-def _labelled(base: str, label: str, gcs_client) -> Optional[Version]:
-    written = model_config.read(base, gcs_client)
-    number = getattr(written.labels, label) if written is not None else None
-    return next((v for v in versions(base, gcs_client) if v.number == number), None) if number is not None else None
+    return served(base, gcs_client).get(model_config.CANARY)
 
 
 def tree_digest(directory: str, gcs_client=None) -> str:

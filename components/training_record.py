@@ -12,7 +12,7 @@ from tfx.dsl.components.base import base_driver
 from tfx.dsl.io import fileio
 from tfx.proto.orchestration import driver_output_pb2
 
-from components import serving_dir
+from components import model_config, serving_dir
 from components.storage import chunks, storage_for
 
 RECORDS_DIR = ".training-data"
@@ -111,10 +111,12 @@ def serving_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Ver
     return current, (read(base, current.name, gcs_client) if current is not None else None)
 
 
-def canary_record(base: str, gcs_client=None) -> tuple[Optional[serving_dir.Version], Optional[Record]]:
-    """The version out as canary (None if none) and its record."""
-    current = serving_dir.canary(base, gcs_client)
-    return current, (read(base, current.name, gcs_client) if current is not None else None)
+def served_records(base: str, gcs_client=None) -> list[tuple[str, serving_dir.Version, Optional[Record]]]:
+    """[(label, version, its record or None)] of stable and the canary out (when it is another version)."""
+    served = serving_dir.served(base, gcs_client)
+    stable = served.get(model_config.STABLE)
+    return [(label, v, read(base, v.name, gcs_client)) for label, v in served.items()
+            if label == model_config.STABLE or stable is None or v.number != stable.number]
 
 
 def pushed_by(base: str, run: str, gcs_client=None) -> Optional[Record]:

@@ -8,6 +8,7 @@ import hashlib
 from typing import Mapping, Optional
 
 from components import training_record
+from components.model_config import CANARY, STABLE
 from components.snapshot import spans, store
 
 # DatasetSnapshot custom properties.
@@ -98,14 +99,9 @@ def _labelled(serving_dir: str) -> list:
     """[(label, (version, record))] of stable ("model serving now") and the canary, where there is one."""
     if not serving_dir:
         return []
-    out = []
-    current, record = training_record.serving_record(serving_dir)
-    if current is not None:
-        out.append(("model serving now", (current, record)))
-    canary, canary_record = training_record.canary_record(serving_dir)
-    if canary is not None and (current is None or canary.number != current.number):
-        out.append(("canary", (canary, canary_record)))
-    return out
+    names = {STABLE: "model serving now", CANARY: "canary"}
+    return [(names[label], (version, record))
+            for label, version, record in training_record.served_records(serving_dir)]
 
 
 def _same_training(record: training_record.Record, training_key: str) -> bool:

@@ -8,6 +8,7 @@ import os
 from typing import Optional
 
 from components import rollout, serving_dir
+from components.model_config import CANARY, STABLE
 from pipeline.config import Config
 from pipeline.runs import mlmd
 from pipeline.runs.cost import TrainerCost, trainer_cost
@@ -90,8 +91,8 @@ def history(config: Config) -> list[Row]:
     if not os.path.exists(config.pipeline.metadata_path):
         return []
     reader = mlmd.Reader.open(config.pipeline.metadata_path)
-    current = serving_dir.serving(config.pipeline.serving_dir)
-    canary = serving_dir.canary(config.pipeline.serving_dir)
+    served = serving_dir.served(config.pipeline.serving_dir)
+    current, canary = served.get(STABLE), served.get(CANARY)
     return [_row(reader, summarize(config.pipeline.metadata_path, config.pipeline.name, run.name, reader),
                  current.name if current else None, config, canary.name if canary else None)
             for run in reader.runs(config.pipeline.name)]
