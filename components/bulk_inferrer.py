@@ -18,7 +18,7 @@ from tfx.utils import io_utils, path_utils
 from components import serving_model
 from components.csv_examples import csv_files
 from components.scoring import ledger
-from components.scoring.job import InputFile, score_files
+from components.scoring.job import SUMMARY_FILE, InputFile, score_files
 from components.scoring.keys import (
     MODEL_PATH,
     MODEL_VERSION,
@@ -39,7 +39,6 @@ PREDICTIONS_KEY, PUSHED_MODEL_KEY, SERVING_MODEL_KEY, SCHEMA_KEY = "predictions"
     "schema"
 FEATURES, KEEP, FORMAT, CHUNK_ROWS, MISSING_VALUES, LEDGER_DIR = "features", "keep", "format", "chunk_rows", \
     "missing_values", "ledger_dir"
-SUMMARY_FILE = "summary.json"
 
 
 class Predictions(artifact.Artifact):
@@ -132,8 +131,7 @@ class Executor(base_beam_executor.BaseBeamExecutor):
                              int(exec_properties[CHUNK_ROWS]))
         logging.info("BulkInferrer: scored %d of %d rows of spans %s with version %s (%d rejected)", counts.scored,
                      counts.rows, ",".join(todo), chosen[0], counts.rejected)
-        return {"rows": counts.rows, "scored": counts.scored, "rejected": counts.rejected,
-                "seconds": round(counts.seconds, 3), "outputs": list(counts.outputs), "rejects": counts.rejects}
+        return counts.as_dict()
 
 
 class BulkInferrer(base_beam_component.BaseBeamComponent):

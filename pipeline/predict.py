@@ -13,14 +13,12 @@ from components import serving_dir, training_record
 from components.csv_examples import csv_files
 from components.errors import ComponentError
 from components.model_config import CANARY, STABLE
-from components.scoring.job import Counts, InputFile, beam_pipeline, score_files
+from components.scoring.job import SUMMARY_FILE, Counts, InputFile, beam_pipeline, score_files
 from components.scoring.plan import plan
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
 from pipeline.data.checks import load_schema, require_features
 from pipeline.errors import CommandFailed, ConfigError
-
-SUMMARY_FILE = "summary.json"
 
 
 def choose_version(config: Config, version: Optional[int], label: Optional[str]) -> serving_dir.Version:
@@ -109,11 +107,9 @@ def predict(config: Config, source: str, output_dir: str, version: Optional[int]
 
 
 def summary_of(counts: Counts, version: serving_dir.Version, record) -> dict:
-    return {"rows": counts.rows, "scored": counts.scored, "rejected": counts.rejected,
-            "seconds": round(counts.seconds, 3), "rows_per_second": round(counts.rows_per_second, 1),
+    return {**counts.as_dict(), "rows_per_second": round(counts.rows_per_second, 1),
             "model_version": version.name, "model_path": version.path,
-            "record": record.describe() if record is not None else "none (pushed before records were kept)",
-            "outputs": list(counts.outputs), "rejects": counts.rejects}
+            "record": record.describe() if record is not None else "none (pushed before records were kept)"}
 
 
 def format_summary(summary: dict) -> str:

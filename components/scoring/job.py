@@ -24,6 +24,7 @@ from components.scoring.rows import Chunk, read_chunks
 NAMESPACE = "predict"
 CHUNK_ROWS = 4096
 PARTS_PREFIX = ".parts-"
+SUMMARY_FILE = "summary.json"  # beside the predictions: Counts.as_dict and what the caller adds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Counts:
     @property
     def rows_per_second(self) -> float:
         return self.rows / self.seconds if self.seconds else 0.0
+
+    def as_dict(self) -> dict:
+        """What a scoring run's SUMMARY_FILE says of its rows."""
+        return {"rows": self.rows, "scored": self.scored, "rejected": self.rejected, "seconds": round(self.seconds, 3),
+                "outputs": list(self.outputs), "rejects": self.rejects}
 
 
 class _ReadFile(beam.DoFn):

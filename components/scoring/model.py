@@ -40,11 +40,18 @@ class ServingDefaultHandler(ModelHandler[Chunk, PredictionResult, Any]):
         return "predict"
 
 
-def serving_signature(model_dir: str):
-    """The loaded serving_default (a concrete function: its structured_outputs name the outputs)."""
-    import tensorflow as tf
+def output_dims(model_dir: str) -> dict[str, list[int]]:
+    """{output key: dims (-1 unknown)} as serving_default declares them in saved_model.pb: read, not loaded (the
+    RunInference handler is what loads the model)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tfx.dsl.io import fileio
 
-    return tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
+    from components import serving_dir, serving_probe
+
+    saved = saved_model_pb2.SavedModel()
+    with fileio.open(f"{model_dir.rstrip('/')}/{serving_dir.SAVED_MODEL}", "rb") as f:
+        saved.ParseFromString(f.read())
+    return {key: dims for key, (_, dims, _) in (serving_probe.declared_outputs(saved) or {}).items()}
 
 
 def class_names(model_dir: str, label: str) -> list[str]:

@@ -49,12 +49,12 @@ class Layout:
                        for row in zip(*(_json(v) for v in values))).encode()
 
 
-def layout_of(signature, keep: Sequence[str], class_names: Optional[Sequence[str]], format: str) -> Layout:
-    """The layout for a serving signature's outputs (a concrete function's structured_outputs)."""
+def layout_of(output_dims: dict, keep: Sequence[str], class_names: Optional[Sequence[str]], format: str) -> Layout:
+    """The layout for a serving signature's outputs ({key: dims}, scoring/model.output_dims)."""
     outputs = []
-    for key, spec in sorted(signature.structured_outputs.items()):
-        if len(spec.shape) == 2:
-            width = spec.shape[1]
+    for key, dims in sorted(output_dims.items()):
+        if len(dims) == 2:
+            width = dims[1]
             names = [f"probability_{c}" for c in class_names] if key == tasks.PROBABILITIES and class_names \
                 else [f"{key}_{i}" for i in range(width)]
             outputs.append((key, tuple(names)))

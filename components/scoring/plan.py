@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 from components.scoring import output
 from components.scoring.columns import Columns, from_schema
-from components.scoring.model import class_names, serving_signature
+from components.scoring.model import class_names, output_dims
 from trainer.feature_config import FeatureConfig, columns_from_schema, resolve
 
 
@@ -18,4 +18,4 @@ def plan(schema, features: FeatureConfig, keep: Optional[Sequence[str]], missing
     kept = list(features.ignore if keep is None else keep)
     columns = from_schema(schema, resolved.inputs, kept, missing_values)
     names = class_names(model_dir, features.label) if features.task == "multiclass" else None
-    return columns, output.layout_of(serving_signature(model_dir), kept, names, format)
+    return columns, output.layout_of(output_dims(model_dir), kept, names, format)
