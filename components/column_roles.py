@@ -16,12 +16,11 @@ from tfx.utils import io_utils, json_utils
 
 from trainer import role_table
 from trainer import roles as data_roles
-from trainer.feature_config import resolve
+from trainer.feature_config import columns_from_schema, resolve
 from trainer.features import CONFIG_KEY as FEATURES_KEY
 from trainer.features import from_custom_config, xf
 
 _DTYPES = {"int": tf.int64, "float": tf.float32, "string": tf.string}
-_SCHEMA_KINDS = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ def sample(examples: types.Artifact, kinds: dict[str, str], split: str = "train"
 def schema_kinds(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
     schema_uri = artifact_utils.get_single_uri(input_dict["schema"])
     schema = io_utils.parse_pbtxt_file(io_utils.get_only_uri_in_dir(schema_uri), schema_pb2.Schema())
-    return {f.name: _SCHEMA_KINDS[f.type] for f in schema.feature if f.type in _SCHEMA_KINDS}
+    return columns_from_schema(schema)
 
 
 def infer(input_dict: dict[str, list[types.Artifact]], custom_config: Optional[dict]

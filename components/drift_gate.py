@@ -62,11 +62,11 @@ def gated_features(features_json: str, schema: schema_pb2.Schema, roles: Optiona
 def roles_of(frame, schema: schema_pb2.Schema) -> dict:
     """The column roles of the newest data's first rows (as Transform infers them on its training split)."""
     from trainer import roles
+    from trainer.feature_config import columns_from_schema
 
-    kinds = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string"}
     head = frame.head(roles.SAMPLE_ROWS)
-    return roles.infer(roles.Sample(f.name, kinds[f.type], head[f.name].dropna().tolist(), len(head))
-                       for f in schema.feature if f.type in kinds and f.name in head.columns)
+    return roles.infer(roles.Sample(name, kind, head[name].dropna().tolist(), len(head))
+                       for name, kind in columns_from_schema(schema).items() if name in head.columns)
 
 
 def with_comparators(schema: schema_pb2.Schema, gated: dict[str, str], numeric: float, categorical: float,

@@ -20,11 +20,6 @@ _COMPILED = {name: re.compile(pattern) for name, (pattern, _) in FORMATS.items()
 _HAS_TIME = re.compile(r"\d[T ]\d{1,2}:\d{2}")
 
 
-def matching(cell: str) -> list[str]:
-    """The formats whose pattern the whole cell matches (day and month not yet checked)."""
-    return [name for name, pattern in _COMPILED.items() if pattern.fullmatch(cell.strip())]
-
-
 def fields(cell: str, fmt: str) -> tuple[int, int, int, int]:
     """(year, month, day, hour) of a cell matching `fmt`, as the TF parse below reads it."""
     numbers = [int(n) for n in re.findall(r"\d+", cell)] + [0]

@@ -278,7 +278,7 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
     named = {config.label, *config.ignore,
              *(f.name for role in _NAMED_ROLES for f in getattr(config, role))}
     rest = sorted(set(columns) - named)
-    inferred = {n: _role_of(n, columns[n], roles.get(n)) for n in rest} if config.infer else {}
+    inferred = {n: _role_of(columns[n], roles.get(n)) for n in rest} if config.infer else {}
     why = {n: "from the config" for n in named} | {n: roles[n].why if n in roles else f"{columns[n]}s"
                                                    for n in inferred}
 
@@ -301,7 +301,7 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
                             why=why)
 
 
-def _role_of(name: str, kind: ColumnType, role: Optional[data_roles.Role]) -> str:
+def _role_of(kind: ColumnType, role: Optional[data_roles.Role]) -> str:
     if role is None:
         return "categorical" if kind == "string" else "numeric"
     if role.role == "boolean" and kind == "float":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Optional
 
+from trainer import roles as data_roles
 from trainer.feature_config import ResolvedFeatures
 
 HEADER = ("column", "role", "encoding", "why")
@@ -28,7 +29,7 @@ def rows(resolved: ResolvedFeatures) -> list[dict[str, str]]:
             role, encoding = encodings[name]
         elif name in config.ignore:
             role, encoding = "ignored", "not used"
-        elif resolved.inferred.get(name) in ("id", "text"):
+        elif resolved.inferred.get(name) in data_roles.EXCLUDED:
             role = resolved.inferred[name]
             encoding = ("excluded: an id of the row, nothing to learn from (name it to use it)" if role == "id" else
                         "excluded: free text (list it under text for a bag of words, or categorical)")

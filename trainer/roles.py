@@ -33,7 +33,6 @@ FALSE_VALUES = tuple(f for _, f in BOOLEAN_PAIRS)
 CONFIG_KEY = "column_roles"
 # The same roles beside the transform graph, for the Trainer (and a tuning trial) to resolve the features alike.
 ROLES_FILE = "column_roles.json"
-ROLES = ("numeric", "categorical", "boolean", "date", "id", "text")
 EXCLUDED = ("id", "text")
 
 

@@ -54,54 +54,56 @@ def check(newest: spans.Span, serving_dir: str, digests: Optional[Mapping[str, s
     Nothing serving, a version without a record (pushed before records were kept), one trained on a flat
     source or one whose record has no training key: new, there is nothing to compare with.
     """
-    found = Newness(True, newest.name)
-    for label, (current, record) in _labelled(serving_dir):
+    def judge(label: str, current, record) -> Optional[Newness]:
         if record is None or not record.spans:
-            continue
-        digests = digests or {}
-        changed = tuple(s for s in record.spans if s in digests and s in record.span_digests
-                        and digests[s] != record.span_digests[s])
+            return None
+        known = digests or {}
+        changed = tuple(s for s in record.spans if s in known and s in record.span_digests
+                        and known[s] != record.span_digests[s])
         seen = [spans.parse_name(s) for s in record.spans]
         # Numbered and dated spans don't compare: a source that changed layout is new data.
         comparable = all(len(k) == len(newest.key) for k in seen)
         new = (not comparable or newest.key > max(seen) or bool(changed)
                or not _same_training(record, training_key))
-        answer = Newness(new, newest.name, current.name, record.spans, changed,
-                         "" if new else f"no new span: the newest in the source is {newest.name}, and the {label} "
-                                        f"(version {current.name}) was trained on {', '.join(record.spans)}")
-        if label == "model serving now":
-            found = answer  # what the drift gate and the summary compare with: stable's spans
-        if not new:
-            return answer
-    return found
+        return Newness(new, newest.name, current.name, record.spans, changed,
+                       "" if new else f"no new span: the newest in the source is {newest.name}, and the {label} "
+                                      f"(version {current.name}) was trained on {', '.join(record.spans)}")
+
+    return _judged(serving_dir, Newness(True, newest.name), judge)
 
 
 def check_flat(digest: str, serving_dir: str, training_key: str = "") -> Newness:
     """A flat source: new unless the version serving now (or the canary out) was trained on a snapshot of exactly
     this content (`digest`, the snapshot's content digest) with the same training key."""
-    found = Newness(True)
-    for label, (current, record) in _labelled(serving_dir):
+    def judge(label: str, current, record) -> Optional[Newness]:
         if record is None or record.spans:
-            continue
+            return None
         new = record.snapshot_digest != digest or not _same_training(record, training_key)
-        answer = Newness(new, serving_version=current.name,
-                         why_not="" if new else f"the source is unchanged (snapshot {digest[:12]}) and so is the "
-                                                f"training config: the {label} (version {current.name}) was trained "
-                                                "on exactly this")
-        if label == "model serving now":
+        return Newness(new, serving_version=current.name,
+                       why_not="" if new else f"the source is unchanged (snapshot {digest[:12]}) and so is the "
+                                              f"training config: the {label} (version {current.name}) was trained "
+                                              "on exactly this")
+
+    return _judged(serving_dir, Newness(True), judge)
+
+
+_LABEL_TEXT = {STABLE: "model serving now", CANARY: "canary"}
+
+
+def _judged(serving_dir: str, default: Newness, judge) -> Newness:
+    """The first answer that is "not new", judging stable, then the canary out (`judge(label text, version,
+    record)`, None when that record cannot tell); else stable's answer, what the drift gate and the summary
+    compare with; else `default`."""
+    found = default
+    for label, current, record in training_record.served_records(serving_dir) if serving_dir else []:
+        answer = judge(_LABEL_TEXT[label], current, record)
+        if answer is None:
+            continue
+        if label == STABLE:
             found = answer
-        if not new:
+        if not answer.new:
             return answer
     return found
-
-
-def _labelled(serving_dir: str) -> list:
-    """[(label, (version, record))] of stable ("model serving now") and the canary, where there is one."""
-    if not serving_dir:
-        return []
-    names = {STABLE: "model serving now", CANARY: "canary"}
-    return [(names[label], (version, record))
-            for label, version, record in training_record.served_records(serving_dir)]
 
 
 def _same_training(record: training_record.Record, training_key: str) -> bool:
