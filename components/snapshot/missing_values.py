@@ -121,10 +121,10 @@ class Cleaned:
         return bool(self.emptied) or self.dropped_bom
 
 
-def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str]) -> Optional[Cleaned]:
+def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str], has_bom: bool) -> Optional[Cleaned]:
     """Copy `path` of storage `src` to `target` of storage `dst` (components/snapshot/store.py's
-    Storage) with token cells emptied and a byte-order mark dropped. None when the file is not UTF-8 CSV: then
-    whatever was written is to be replaced by a plain copy."""
+    Storage) with token cells emptied and a byte-order mark dropped (`has_bom`: the first pass saw one). None when
+    the file is not UTF-8 CSV: then whatever was written is to be replaced by a plain copy."""
     source_hash, stored_hash, emptied, size = hashlib.sha256(), hashlib.sha256(), {}, 0
 
     def chunks() -> Iterator[bytes]:
@@ -140,9 +140,5 @@ def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str]) -> Opt
     except (UnicodeDecodeError, csv.Error):
         return None
     return Cleaned(source_hash.hexdigest(), stored_hash.hexdigest(), size, emptied,
-                   dropped_bom=starts_with_bom(src, path))
+                   dropped_bom=has_bom)
 
-
-def starts_with_bom(storage, path: str) -> bool:
-    with storage.open_read(path) as stream:
-        return stream.read(len(UTF8_BOM)) == UTF8_BOM

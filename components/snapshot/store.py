@@ -82,18 +82,19 @@ def content_digest(files: list[FileEntry], missing_values: Sequence[str] = (), d
     return hashlib.sha256(listing.encode()).hexdigest()
 
 
-def _hash_stream(stream: BinaryIO) -> tuple[str, int, int]:
-    """(sha256, size, line count) of a stream, read in chunks."""
-    h, size, newlines, last = hashlib.sha256(), 0, 0, b""
+def _hash_stream(stream: BinaryIO) -> tuple[str, int, int, bytes]:
+    """(sha256, size, line count, the first bytes) of a stream, read in chunks."""
+    h, size, newlines, last, head = hashlib.sha256(), 0, 0, b"", b""
     with stream:
         while chunk := stream.read(_CHUNK):
+            head = head or chunk[:len(_missing.UTF8_BOM)]
             h.update(chunk)
             size += len(chunk)
             newlines += chunk.count(b"\n")
             last = chunk[-1:]
     # A last line without a newline is still a line.
     lines = newlines + (1 if size and last != b"\n" else 0)
-    return h.hexdigest(), size, lines
+    return h.hexdigest(), size, lines, head
 
 
 def _is_csv(path: str) -> bool:
@@ -128,9 +129,9 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
         raise SnapshotError(f"snapshot source {source_uri!r} has no files (missing or empty directory?)")
     entries, with_bom = [], set()
     for path in listing:
-        sha, size, lines = _hash_stream(src.open_read(path))
+        sha, size, lines, head = _hash_stream(src.open_read(path))
         entries.append(FileEntry(path, size, sha, _rows(path, lines)))
-        if _is_csv(path) and _missing.starts_with_bom(src, path):
+        if _is_csv(path) and head == _missing.UTF8_BOM:
             with_bom.add(path)
     digest = content_digest(entries, missing_values, bool(with_bom))
 
@@ -144,7 +145,8 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
             # Hash again while copying: the source may have changed since the first pass.
             target = f"{tmp}/{DATA_DIR}/{entry.path}"
             cleaned = ((missing_values and _is_csv(entry.path) or entry.path in with_bom)
-                       and _missing.copy_cleaned(src, dst, entry.path, target, missing_values))
+                       and _missing.copy_cleaned(src, dst, entry.path, target, missing_values,
+                                                   entry.path in with_bom))
             if cleaned:
                 source_sha = cleaned.source_sha256
                 if cleaned.changed:
@@ -158,7 +160,7 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
             if source_sha != entry.sha256:
                 raise SnapshotError(f"{source_uri}/{entry.path} changed while it was being snapshotted; retry")
         for entry in entries:
-            landed, _, _ = _hash_stream(dst.open_read(f"{tmp}/{DATA_DIR}/{entry.path}"))
+            landed, *_ = _hash_stream(dst.open_read(f"{tmp}/{DATA_DIR}/{entry.path}"))
             if landed != entry.sha256:
                 raise SnapshotError(f"copy of {entry.path} in {root}/{tmp} does not match its source hash")
         manifest = Manifest(digest=digest, source_uri=source_uri, files=tuple(entries), spans=tuple(spans),
@@ -209,7 +211,7 @@ def get(root: str, digest: str, verify: bool = True, gcs_client=None) -> Manifes
             path = f"{digest}/{DATA_DIR}/{entry.path}"
             if not store.exists(path):
                 raise SnapshotError(f"snapshot {digest}: {entry.path} is missing from {manifest.data_uri}")
-            sha, _, _ = _hash_stream(store.open_read(path))
+            sha, *_ = _hash_stream(store.open_read(path))
             if sha != entry.sha256:
                 raise SnapshotError(f"snapshot {digest}: {entry.path} was modified after publishing "
                                     f"(sha256 {sha}, manifest says {entry.sha256})")
