@@ -12,7 +12,7 @@ def markdown(r: dict) -> str:
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
     for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi),
                       ("analyzer_cache", _analyzer_cache), ("input", _input),
-                      ("example_gen", _example_gen), ("predict", _predict)):
+                      ("example_gen", _example_gen), ("predict", _predict), ("width", _width)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -161,6 +161,12 @@ def _example_gen(e: dict) -> list[str]:
                       if "wall_seconds" in x else [x.get("skipped", "-"), "-"])
         lines.append(f"| {n} | " + " | ".join(cells) + f" | {_md(r.get('ratio'))} |")
     return lines + [""]
+
+
+def _width(w: dict) -> list[str]:
+    from bench.width import markdown as width_markdown
+
+    return [*width_markdown(w)[:1], "", _when(w), *width_markdown(w)[1:]]
 
 
 def _predict(p: dict) -> list[str]:

@@ -17,6 +17,10 @@
 8. predict at each --predict-sizes row count: `python -m pipeline predict` vs
    TFX's BulkInferrer on the same rows and model, rows/s and peak memory
    (bench/predict_bench.py).
+9. width: generated tables of each --widths numeric columns at 1,000 rows
+   through the full pipeline beside penguins in the same run, each
+   component's seconds and the peak memory as ratios to penguins', with a plot
+   (bench/width.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -39,7 +43,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import local, taxi, tfx_penguin
+from bench import local, taxi, tfx_penguin, width
 from bench.analyzer_cache import WINDOW, bench_analyzer_cache
 from bench.data_generator import write_dataset
 from bench.example_gen_bench import bench_example_gen, plot_example_gen
@@ -206,13 +210,13 @@ def merge_results(path: Path, new: dict) -> dict:
     return {**old, **new}
 
 
-def parse_sizes(text: str) -> list[int]:
+def parse_sizes(text: str, flag: str = "--sizes", what: str = "row counts") -> list[int]:
     try:
         sizes = [int(s.replace("_", "")) for s in text.replace(",", " ").split()]
     except ValueError:
-        raise SystemExit(f"--sizes: expected row counts like '100000,1000000', got {text!r}") from None
+        raise SystemExit(f"{flag}: expected {what} like '100,1000', got {text!r}") from None
     if any(s < 1 for s in sizes):
-        raise SystemExit(f"--sizes: row counts must be positive, got {text!r}")
+        raise SystemExit(f"{flag}: {what} must be positive, got {text!r}")
     return sorted(set(sizes))
 
 
@@ -222,11 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100000,1000000",
                         help="row counts for the scale runs, comma separated; empty skips them")
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["local", "trainer", "scale", "taxi", "cache", "input", "example_gen", "predict"])
+                        choices=["local", "trainer", "scale", "taxi", "cache", "input", "example_gen", "predict",
+                                 "width"])
     parser.add_argument("--predict-sizes", default="1000000,10000000",
                         help="row counts for the predict comparison, comma separated; empty skips it")
     parser.add_argument("--predict-tfx-max-rows", type=int, default=1_000_000,
                         help="largest size at which TFX's BulkInferrer runs too")
+    parser.add_argument("--widths", default="10,100,1000",
+                        help="numeric columns of the width sweep's tables, comma separated; empty skips it")
     parser.add_argument("--cache-rows", type=int, default=100_000,
                         help="rows per span in the analyzer cache comparison")
     parser.add_argument("--example-gen-tfx-max-rows", type=int, default=1_000_000,
@@ -239,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run an earlier checkout (with its .venv) in each local round: before/after table")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
+    widths = parse_sizes(args.widths, "--widths", "column counts")
     before = local.check_before(args.before) if args.before else None
     # Reading results back through TFMA logs deprecation warnings; they aren't ours to fix.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
@@ -262,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             results["trainer"] = _stamped(bench_trainer, work, ours if ours.is_dir() else None)
         if sizes and "scale" not in args.skip:
             results["scale"] = _stamped(bench_scale, work, sizes)
+        if widths and "width" not in args.skip:
+            results["width"] = _stamped(width.bench_width, work, widths)
         if "taxi" not in args.skip:
             print("taxi: our pipeline on configs/taxi.yaml, then TFX's taxi example ...", flush=True)
             results["taxi"] = _stamped(taxi.bench_taxi, work, args.repeat)
@@ -303,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     json_path.write_text(json.dumps(merged, indent=2, default=_json_default) + "\n")
     if "example_gen" in results:
         plot_example_gen(merged["example_gen"], results_dir / f"{today:%Y-%m-%d}-example-gen.png")
+    if "width" in results:
+        width.plot_width(merged["width"], results_dir / f"{today:%Y-%m-%d}-width.png")
     if "scale" in results:
         plot_scale(merged["scale"], results_dir / f"{today:%Y-%m-%d}-scale.png")
     md = markdown(merged)

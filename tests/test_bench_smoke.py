@@ -277,3 +277,23 @@ def test_predict_part_is_summarised_with_its_speedup_and_peak_growth():
     assert "| 1,000,000 | 10.0 (1000) | 100,000 | 125,000 | 35.0 (2000) [+9.0] | 28,571 | 3.5 |" in text
     assert "| 10,000,000 | 10.0 (1000) | 100,000 | 125,000 | above 1000000 rows | - | – |" in text
     assert "1.1x the next size down's (target <= 1.5x)" in text
+
+
+def test_width_part_gives_ratios_to_penguins_and_the_done_when_verdict(tmp_path):
+    from bench import width
+
+    penguins = {"wall_seconds": 20.0, "peak_rss_mb": 1000, "components": {"Transform": {"seconds": 7.0},
+                                                                          "Trainer": {"seconds": 2.0}}}
+    wide = {"wall_seconds": 90.0, "peak_rss_mb": 1400, "components": {"Transform": {"seconds": 21.0},
+                                                                      "Trainer": {"seconds": None}}}
+    r = width.ratios(wide, penguins)
+    assert r == {"Transform": 3.0, "wall": 4.5, "peak_rss": 1.4}
+    part = {"rows": 1000, "penguins": penguins, "runs": {"200": {**wide, "ratios": r}},
+            "target": {"columns": 200, "transform": 2.0, "peak": 1.5, "met": False}}
+    text = "\n".join(width.markdown(part))
+    assert "| Transform | 7.0 | 21.0 (3.0) |" in text and "NOT met" in text
+    data = width.write_table(tmp_path, 3, rows=50)
+    header, *rows = data.read_text().splitlines()
+    assert header == "x0,x1,x2,y" and len(rows) == 50
+    width.plot_width(part, tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 5_000
