@@ -24,6 +24,10 @@ from components.analyzer_cache import GenerationStore
 from components.span_example_gen import span_shards
 
 ANALYZER_BATCH_SIZE = 1000
+# tf.Transform traces the preprocessing_fn as a TF1 graph, not as tf.functions: in TF2 mode it traces it five
+# times as functions and saves the transform graph through concrete functions, a cost per output column
+# (docs/performance.md, "Wide tables"). Tests that run tf.Transform directly use the same mode.
+TF_COMPAT_V1 = True
 # In Transform's custom_config: where the analyzer cache lives (set by the pipeline for span snapshots).
 ANALYZER_CACHE_ROOT = "analyzer_cache_root"
 # The pipeline root whose run lease (components/lease.py) tells the cache's clean-up what is no run's any more.
@@ -169,4 +173,7 @@ def _cache_artifact(uri: str) -> types.Artifact:
 
 class DeterministicTransform(Transform):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, *args, force_tf_compat_v1: bool = TF_COMPAT_V1, **kwargs):
+        super().__init__(*args, force_tf_compat_v1=force_tf_compat_v1, **kwargs)
 

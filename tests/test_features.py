@@ -13,6 +13,7 @@ import tensorflow_transform.beam as tft_beam
 from pydantic import ValidationError
 from tensorflow_transform.tf_metadata import schema_utils
 
+from components.transform import TF_COMPAT_V1
 from trainer import features
 from trainer.errors import FeatureConfigError
 from trainer.feature_config import FeatureConfig, resolve
@@ -96,7 +97,7 @@ def _transform(config: FeatureConfig, tmp_path):
     import apache_beam as beam
 
     out = tmp_path / "transform_fn"
-    with beam.Pipeline() as p, tft_beam.Context(temp_dir=str(tmp_path / "tmp")):
+    with beam.Pipeline() as p, tft_beam.Context(temp_dir=str(tmp_path / "tmp"), force_tf_compat_v1=TF_COMPAT_V1):
         (rows, _), transform_fn = ((p | beam.Create(ROWS), metadata)
                                    | tft_beam.AnalyzeAndTransformDataset(fn))
         _ = transform_fn | tft_beam.WriteTransformFn(str(out))

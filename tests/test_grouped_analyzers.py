@@ -1,5 +1,6 @@
-"""The grouped analyzers (trainer/column_stats.py) make the same transform as an analyzer per column: penguins,
-taxi and generated wide tables through real tf.Transform (Beam, in-process)."""
+"""The grouped analyzers (trainer/column_stats.py), traced as a TF1 graph as the pipeline's Transform does, make the
+same transform as an analyzer per column traced as tf.functions (tf.Transform's TF2 default, which the pipeline
+used before): penguins, taxi and generated wide tables through real tf.Transform (Beam, in-process)."""
 
 import csv
 import functools
@@ -12,6 +13,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
+from components.transform import TF_COMPAT_V1
 from pipeline.config import load_config
 from trainer import column_stats, features
 from trainer.feature_config import FeatureConfig, resolve
@@ -33,10 +35,10 @@ def _per_column_quantiles(x, num_buckets, epsilon):
     return tf.concat([tft.quantiles(_present(x, i), num_buckets, epsilon) for i in range(x.shape[1])], axis=0)
 
 
-def _transform(tmp_path, name, metadata, train, test, config: FeatureConfig):
+def _transform(tmp_path, name, metadata, train, test, config: FeatureConfig, compat_v1=TF_COMPAT_V1):
     fn = functools.partial(preprocessing_fn, custom_config={features.CONFIG_KEY: config.model_dump()})
     out = tmp_path / name
-    with tft_beam.Context(temp_dir=str(tmp_path / f"{name}-tmp")):
+    with tft_beam.Context(temp_dir=str(tmp_path / f"{name}-tmp"), force_tf_compat_v1=compat_v1):
         (train_out, _), transform_fn = (train, metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
         if test is None:
             return train_out, None, None
@@ -50,7 +52,7 @@ def _both(tmp_path, monkeypatch, metadata, train, test, config):
     with monkeypatch.context() as m:
         m.setattr(column_stats, "moments", _per_column_moments)
         m.setattr(column_stats, "quantiles", _per_column_quantiles)
-        reference = _transform(tmp_path, "reference", metadata, train, test, config)
+        reference = _transform(tmp_path, "reference", metadata, train, test, config, compat_v1=False)
     return grouped, reference
 
 

@@ -9,6 +9,7 @@ import tensorflow_transform.beam as tft_beam
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from components.transform import TF_COMPAT_V1
 from pipeline.config import load_config
 from trainer import features
 from trainer.preprocessing import preprocessing_fn
@@ -42,7 +43,7 @@ def transformed(tmp_path_factory):
     schema = text_format.Parse(open("schema/penguins.pbtxt").read(), schema_pb2.Schema())
     metadata = tft.DatasetMetadata(schema)
     fn = functools.partial(preprocessing_fn, custom_config={features.CONFIG_KEY: PENGUINS.model_dump()})
-    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tft"))):
+    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tft")), force_tf_compat_v1=TF_COMPAT_V1):
         (train_out, _), transform_fn = (TRAIN, metadata) | tft_beam.AnalyzeAndTransformDataset(fn)
         test_out, _ = ((TEST, metadata), transform_fn) | tft_beam.TransformDataset()
     return train_out, test_out

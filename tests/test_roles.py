@@ -14,6 +14,7 @@ import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import schema_utils
 
+from components.transform import TF_COMPAT_V1
 from trainer import dates, features, role_table
 from trainer import roles as data_roles
 from trainer.feature_config import FeatureConfig, resolve
@@ -155,7 +156,7 @@ def transformed(tmp_path_factory):
               data_roles.CONFIG_KEY: data_roles.dumps(roles)}
     rows = [{k: v[0] for k, v in r.items()} for r in ANALYZED]
     raw = [{k: v[0] for k, v in r.items()} for r in RAW]
-    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tft"))):
+    with tft_beam.Context(temp_dir=str(tmp_path_factory.mktemp("tft")), force_tf_compat_v1=TF_COMPAT_V1):
         (train, _), transform_fn = ((rows, metadata)
                                     | tft_beam.AnalyzeAndTransformDataset(functools.partial(preprocessing_fn,
                                                                                            custom_config=config)))

@@ -23,9 +23,7 @@ def moments(x: tf.Tensor, variance: bool = True) -> tuple[tf.Tensor, Optional[tf
 
 def _float32(x: tf.Tensor, n: int) -> tf.Tensor:
     # The elementwise combiner divides 0 by 0 for a column no batch had a value of (TFT's scalar path gives 0).
-    # [n] again: when the graph is saved, TFT puts the analyzer's value in as a constant, which for a single
-    # column is a scalar.
-    x = tf.reshape(tf.cast(x, tf.float32), [n])
+    x = tf.cast(_as_shaped(x, [n]), tf.float32)
     return tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
 
 
@@ -33,4 +31,12 @@ def quantiles(x: tf.Tensor, num_buckets: int, epsilon: float) -> tf.Tensor:
     """[n, num_buckets - 1] boundaries of a [batch, n] matrix's columns from their non-NaN values (TFT's
     QuantilesCombiner keeps one summary per element with reduce_instance_dims=False, as
     tft.bucketize(elementwise=True) uses it)."""
-    return tft.quantiles(x, num_buckets, epsilon, reduce_instance_dims=False)
+    return _as_shaped(tft.quantiles(x, num_buckets, epsilon, reduce_instance_dims=False), [x.shape[1], -1])
+
+
+def _as_shaped(analyzer_output: tf.Tensor, shape: list) -> tf.Tensor:
+    """An analyzer's output, reshaped before anything else reads it. When the graph is saved, TFT puts the
+    analyzer's value in as a constant, which for a single column has one dimension less; in a TF1 graph
+    (components/transform.py) the op reading it keeps its old output shape and the graph no longer imports
+    ("_output_shapes attribute inconsistent"). A reshape infers the same shape from either."""
+    return tf.reshape(analyzer_output, shape)
