@@ -8,13 +8,14 @@ from typing import Literal
 
 from pydantic import Field
 
+from components.canary_check import Rules
 from components.serving_gate import GateSettings
 from components.warmup import MAX_REQUESTS
 from trainer.config import Section
 
 
 class CheckSection(Section):
-    """`python -m pipeline serving check`: when the canary's live metrics decide (pipeline/serving_check.py)."""
+    """`python -m pipeline serving check`: when the canary's live metrics decide (components/canary_check.py)."""
     # Nothing is decided before the canary has been out this long and answered this many requests.
     min_canary_minutes: float = Field(60.0, ge=0)
     min_requests: int = Field(200, ge=1)
@@ -22,6 +23,9 @@ class CheckSection(Section):
     max_error_rate_increase: float = Field(0.01, ge=0, le=1)
     # ... or its mean request latency is more than this many times stable's.
     max_latency_ratio: float = Field(1.5, ge=1)
+
+    def rules(self) -> Rules:
+        return Rules(self.min_canary_minutes, self.min_requests, self.max_error_rate_increase, self.max_latency_ratio)
 
 
 class ServingSection(Section):
