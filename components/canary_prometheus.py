@@ -1,14 +1,14 @@
 """The canary check's TF Serving source: each track's Deployment's own Prometheus page, recorded as scrapes
-<dir>/<track>/<unix seconds>.prom; a window is the difference between its first and last scrape.
+<dir>/<track>/<unix seconds>.prom (local or gs://); a window is the difference between its first and last scrape.
 Why and sources: docs/serving.md, "`serving check`"."""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from components.canary_check import TRACKS, Unobserved, Window
 from components.errors import CanaryMetricsError
+from components.storage import storage_for
 
 # tensorflow_serving/servables/tensorflow/util.cc: Counter "/tensorflow/serving/request_count" (labels model_name,
 # status: the error code's name, "OK" on success) and Sampler "/tensorflow/serving/request_latency" (labels
@@ -61,30 +61,42 @@ def _delta(first: Totals, last: Totals) -> Window:
                   d(first.latency_us, last.latency_us) / 1000, d(first.latency_count, last.latency_count))
 
 
-def recorded(directory: Path, track: str, since: float) -> list[tuple[float, str]]:
+def record(directory: str, track: str, text: str, when: float, gcs_client=None) -> str:
+    """Keep one scrape of a track (local or gs://); returns its path under `directory`."""
+    name = f"{track}/{when:.3f}{SCRAPE_SUFFIX}"
+    storage_for(directory, gcs_client).create(name, text.encode())
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def recorded(directory: str, track: str, since: float, gcs_client=None) -> list[tuple[float, str]]:
     """(scraped at, text) of a track's recorded scrapes from `since` on, oldest first."""
+    store = storage_for(directory, gcs_client)
     out = []
-    for path in sorted((directory / track).glob(f"*{SCRAPE_SUFFIX}")):
+    for path in store.list(track):
+        folder, _, name = path.rpartition("/")
+        if folder != track or not name.endswith(SCRAPE_SUFFIX):
+            continue
         try:
-            when = float(path.stem)
+            when = float(name[:-len(SCRAPE_SUFFIX)])
         except ValueError:
-            raise CanaryMetricsError(f"{path}: a recorded scrape is named by its unix time, e.g. "
+            raise CanaryMetricsError(f"{directory}/{path}: a recorded scrape is named by its unix time, e.g. "
                                      f"1796234632{SCRAPE_SUFFIX}") from None
         if when >= since:
-            out.append((when, path.read_text()))
+            with store.open_read(path) as f:
+                out.append((when, f.read().decode()))
     return sorted(out)
 
 
 @dataclasses.dataclass(frozen=True)
 class PrometheusScrapes:
-    """The model `model_name`'s lines in each track's scrapes under `directory`."""
-    directory: Path
+    """The model `model_name`'s lines in each track's scrapes under `directory` (local or gs://)."""
+    directory: str
     model_name: str
 
     def windows(self, since: float, now: float) -> dict:
         out = {}
         for track in TRACKS:
-            series = [(when, text) for when, text in recorded(self.directory, track, since) if when <= now]
+            series = [(when, text) for when, text in recorded(str(self.directory), track, since) if when <= now]
             if len(series) < 2:
                 raise Unobserved(f"{len(series)} scrape(s) of {track} since the canary went out; two are needed")
             out[track] = _delta(parse(series[0][1], self.model_name), parse(series[-1][1], self.model_name))

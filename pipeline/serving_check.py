@@ -4,15 +4,13 @@ Why and sources: docs/serving.md."""
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.request
-from pathlib import Path
 from typing import Optional
 
 from components import rollout
 from components.canary_check import decide
-from components.canary_prometheus import SCRAPE_SUFFIX, PrometheusScrapes
+from components.canary_prometheus import PrometheusScrapes, record
 from components.errors import CanaryMetricsError
 from pipeline.config import Config
 from pipeline.endpoints import parse_endpoint
@@ -21,7 +19,7 @@ from pipeline.errors import CommandFailed, ConfigError
 SCRAPE_TIMEOUT_SECONDS = 10.0
 
 
-def scrape(url: str, directory: Path, track: str, now: Optional[float] = None) -> Path:
+def scrape(url: str, directory: str, track: str, now: Optional[float] = None) -> str:
     """Record one scrape of a track's /monitoring/prometheus/metrics under <dir>/<track>/<unix seconds>.prom."""
     try:
         parse_endpoint(url, f"--{track}-url", bare_host=False, in_cluster=True)
@@ -32,27 +30,21 @@ def scrape(url: str, directory: Path, track: str, now: Optional[float] = None) -
             text = answer.read().decode()
     except OSError as e:
         raise CommandFailed(f"could not scrape {track} metrics at {url}: {e}") from None
-    path = directory / track / f"{time.time() if now is None else now:.3f}{SCRAPE_SUFFIX}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
+    return record(directory, track, text, time.time() if now is None else now)
 
 
 def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -> str:
     from pipeline.serving import move
 
     base = config.pipeline.serving_dir
-    if metrics_dir is None and config.pipeline.root_uri.startswith("gs://"):
-        raise ConfigError("serving check keeps its recorded scrapes on this machine: name a local --metrics-dir")
-    directory = Path(metrics_dir or os.path.join(config.pipeline.root_uri, "serving_metrics"))
+    directory = metrics_dir or config.serving_metrics_dir
     for track, url in urls.items():
         if url:
             scrape(url, directory, track)
     labels = rollout.labels(base)
     if labels.canary is None:
         return f"serving check: no canary is out (stable {labels.stable}); nothing to decide"
-    pushed = [e for e in rollout.events(base) if e.canary == labels.canary and e.before_canary != labels.canary]
-    since = _epoch(pushed[-1].when) if pushed else 0.0
+    since = rollout.canary_since(base)
     try:
         decision = decide(PrometheusScrapes(directory, config.pipeline.name), since, config.serving.check.rules(),
                           time.time())
@@ -63,8 +55,3 @@ def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -
         return line + "\n" + move(config, decision.action)
     return line + ("" if apply or decision.action == "wait" else " (--dry-run: nothing changed)")
 
-
-def _epoch(iso: str) -> float:
-    import calendar
-
-    return float(calendar.timegm(time.strptime(iso, "%Y-%m-%dT%H:%M:%SZ")))
