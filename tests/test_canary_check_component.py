@@ -113,3 +113,38 @@ def test_the_compiled_vertex_dag_runs_the_check_after_the_run_lease_and_before_t
     params = check["inputs"]["parameters"]
     assert params["lease_owner"]["runtimeValue"]["constantValue"]["stringValue"] == "{{$.pipeline_job_resource_name}}"
     assert params["metrics_dir"]["runtimeValue"]["constantValue"]["stringValue"].endswith("/root/serving_metrics")
+
+
+def test_in_a_compiled_run_it_moves_labels_only_as_the_run_holding_the_lease(gcs_bucket, gcs_emulator, tmp_path,
+                                                                            monkeypatch):
+    """On gs:// (fake-gcs-server): serving dir and scrapes in the bucket; a run that lost its lease moves nothing
+    (LeaseLost), the run holding it rolls the failing canary back."""
+    from components import lease
+    from tests.test_run_lease import _expired_lease_of
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.url)  # the executor's own default clients
+    client, root = gcs_bucket.client, f"{gcs_bucket.uri}/root"
+    bucket = client.bucket(gcs_bucket.name)
+    base = f"{root}/serving"
+    for number in (1, 2):
+        bucket.blob(f"root/serving/{number}/{serving_dir.SAVED_MODEL}").upload_from_string(f"graph {number}")
+        rollout.after_push(base, NAME, number, "canary", f"run-{number}", gcs_client=client)
+    for blob in client.list_blobs(bucket, prefix=f"root/serving/{rollout.EVENTS_DIR}/"):
+        move = json.loads(blob.download_as_bytes())
+        move["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 7200))
+        blob.upload_from_string(json.dumps(move))
+    since = rollout.canary_since(base, client)
+    for track, (ok, failed) in (("stable", (3000, 3)), ("canary", (400, 100))):
+        for when, page in ((since, exposition(0, 0, 1.0, 0)), (since + 3600, exposition(ok, failed, 5.0))):
+            bucket.blob(f"root/metrics/{track}/{int(when)}.prom").upload_from_string(page)
+    properties = {"serving_dir": base, "model_name": NAME, "metrics_dir": f"{root}/metrics",
+                  "rules": json.dumps(RULES.rules().__dict__), "lease_root": root, "lease_ttl_seconds": 600.0}
+    _expired_lease_of(root, "run-slow", client)
+    lease.take_for_run(root, "run-next", 0, 600, gcs_client=client)
+    with pytest.raises(lease.LeaseLost):
+        CanaryCheckExecutor().Do({}, {}, {**properties, "lease_owner": "run-slow"})
+    assert rollout.labels(base, client) == Labels(1, 2)
+    CanaryCheckExecutor().Do({}, {}, {**properties, "lease_owner": "run-next"})
+    assert rollout.labels(base, client) == Labels(1)
+    assert [v.number for v in serving_dir.versions(base, client)] == [1, 2]
+    assert rollout.events(base, client)[-1].by == "serving check, first step of run run-next"
