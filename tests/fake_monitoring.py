@@ -7,7 +7,7 @@ What it refuses, as the API documents it (google/monitoring/v3/metric_service.pr
 googleapis/googleapis, as the pinned client's monitoring_v3/types/{metric_service,common}.py carry them; the
 filter grammar: cloud.google.com/monitoring/api/v3/filters), each with INVALID_ARGUMENT naming the field:
 - `name` must be projects/[PROJECT_ID_OR_NUMBER] (organizations/ and folders/ are valid there but not served:
-  UNIMPLEMENTED); a project without recorded series: NOT_FOUND.
+  UNIMPLEMENTED).
 - `filter` is required and "must specify a single metric type": exactly one metric.type term.
 - `interval` is required; for reads it is (startTime, endTime], and "the start time must be specified, must be
   earlier than the end time" (TimeInterval).
@@ -16,12 +16,13 @@ filter grammar: cloud.google.com/monitoring/api/v3/filters), each with INVALID_A
   CUMULATIVE and DELTA metrics" (not GAUGE).
 - `order_by` "Unsupported: must be left blank"; `secondary_aggregation` "may only be specified if aggregation is
   specified".
-Where it is stricter than the service, failing closed: a filter is only `selector = "value"` terms joined by AND
-(the service also takes OR, NOT, one_of, starts_with, ...); selectors are metric.type, resource.type and
-metric./resource.label(s).KEY; group_by_fields only metric.label.KEY / resource.label.KEY; only the aligners
-ALIGN_NONE and ALIGN_DELTA and the reducers REDUCE_NONE and REDUCE_SUM are implemented, and no paging (a
-page_size smaller than the answer): each UNIMPLEMENTED. An alignment period with no points gets no point here (the
-service interpolates one); with one period over the whole window, as the check asks, that does not arise.
+Where it is stricter than the service, failing closed: a project without recorded series is NOT_FOUND (what the
+service answers for a project the caller can't read was not checked); a filter is only `selector = "value"` terms
+joined by AND (the service also takes OR, NOT, one_of, starts_with, ...); selectors are metric.type, resource.type
+and metric./resource.label(s).KEY; group_by_fields only metric.label.KEY / resource.label.KEY; only the aligners
+ALIGN_NONE and ALIGN_DELTA and the reducers REDUCE_NONE and REDUCE_SUM are implemented, and no paging (a page_size
+smaller than the answer): each UNIMPLEMENTED. An alignment period with no points gets no point here (the service
+interpolates one); with one period over the whole window, as the check asks, that does not arise.
 """
 
 from __future__ import annotations
