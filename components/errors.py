@@ -62,3 +62,9 @@ class ServingConfigChanged(ComponentError, RuntimeError):
 class RolloutError(ComponentError, ValueError):
     """A label move that can't be made (no canary to promote, no earlier stable to roll back to, a version that is
     not on disk); the message names the label and version, nothing changed."""
+
+
+class CanaryMetricsError(ComponentError, ValueError):
+    """The canary check's metrics can't be read as their source defines them (a recorded scrape not named by its
+    time, a Monitoring series without the label that tells the tracks apart); the message names the file or the
+    series. Nothing is decided and no label moves."""

@@ -3,6 +3,7 @@ rollback. No move deletes a version. Why and sources: docs/serving.md."""
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
 import time
@@ -89,28 +90,37 @@ def after_push(base: str, model_name: str, version: int, rollout: str, run: str,
                  "direct" if rollout == DIRECT else "first version: stable", gcs_client, current)
 
 
-def promote(base: str, model_name: str, by: str, gcs_client=None) -> Event:
+def promote(base: str, model_name: str, by: str, gcs_client=None, why: str = "") -> Event:
     current = labels(base, gcs_client)
     if current.canary is None:
         raise RolloutError(f"no canary is out in {base} (stable is {current.stable}); nothing to promote")
-    return _move(base, model_name, "promote", Labels(current.canary), by, f"canary {current.canary} is stable",
-                 gcs_client)
+    return _move(base, model_name, "promote", Labels(current.canary), by,
+                 f"canary {current.canary} is stable" + (f": {why}" if why else ""), gcs_client)
 
 
-def rollback(base: str, model_name: str, by: str, to: Optional[int] = None, gcs_client=None) -> Event:
+def rollback(base: str, model_name: str, by: str, to: Optional[int] = None, gcs_client=None,
+             why: str = "") -> Event:
     """With a canary out: drop it, stable stays. Without: the stable before this one (or `to`) is stable again."""
     current = labels(base, gcs_client)
     if to is not None:
         return _move(base, model_name, "rollback", Labels(to), by, f"to version {to}", gcs_client)
     if current.canary is not None:
-        return _move(base, model_name, "rollback", Labels(current.stable), by, f"canary {current.canary} dropped",
-                     gcs_client)
+        return _move(base, model_name, "rollback", Labels(current.stable), by,
+                     f"canary {current.canary} dropped" + (f": {why}" if why else ""), gcs_client)
     earlier = previous_stable(base, current.stable, gcs_client)
     if earlier is None:
         raise RolloutError(f"no stable version before {current.stable} in {base}'s label history; "
                            "name one with --to VERSION")
     return _move(base, model_name, "rollback", Labels(earlier), by, f"stable {current.stable} rolled back",
                  gcs_client)
+
+
+def canary_since(base: str, gcs_client=None) -> float:
+    """When the canary out now went out (unix seconds): the label move that made it canary; 0 when the history
+    does not say (a config written by hand)."""
+    canary = labels(base, gcs_client).canary
+    pushed = [e for e in events(base, gcs_client) if e.canary == canary and e.before_canary != canary]
+    return float(calendar.timegm(time.strptime(pushed[-1].when, "%Y-%m-%dT%H:%M:%SZ"))) if pushed else 0.0
 
 
 def previous_stable(base: str, stable: Optional[int], gcs_client=None) -> Optional[int]:

@@ -313,6 +313,12 @@ class Config(Section):
     def snapshots_root(self) -> str:
         return resolve(self.snapshot.root) if self.snapshot.root else join(self.pipeline.root_uri, "snapshots")
 
+    @property
+    def serving_metrics_dir(self) -> str:
+        """Where `serving check` records TF Serving's scrapes and decides on them (serving.check.metrics_dir)."""
+        metrics_dir = self.serving.check.metrics_dir
+        return resolve(metrics_dir) if metrics_dir else join(self.pipeline.root_uri, "serving_metrics")
+
     @model_validator(mode="after")
     def _cross_checks(self) -> "Config":
         if self.trainer.eval_every_steps > self.trainer.train_steps:

@@ -1,5 +1,6 @@
-"""pipeline/serving_check.py: `serving check` decides on recorded TF Serving Prometheus scrapes of both Deployments:
-promote a canary that does as well as stable, roll back one that errs or is slow, wait for enough time and traffic."""
+"""components/canary_check.py on TF Serving's recorded Prometheus scrapes of both Deployments
+(components/canary_prometheus.py), and the `serving check` command (pipeline/serving_check.py): promote a canary
+that does as well as stable, roll back one that errs or is slow, wait for enough time and traffic."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from components import rollout
+from components.canary_check import decide as decide_on
+from components.canary_prometheus import PrometheusScrapes, parse
 from components.model_config import Labels
 from pipeline.errors import ConfigError
 from pipeline.sections.serving import CheckSection
-from pipeline.serving_check import decide, parse
 
 NAME = "penguin-tpu"
-RULES = CheckSection(min_canary_minutes=30, min_requests=100, max_error_rate_increase=0.01, max_latency_ratio=1.5)
+RULES = CheckSection(min_canary_minutes=30, min_requests=100, max_error_rate_increase=0.01,
+                     max_latency_ratio=1.5).rules()
 T0 = 1_796_000_000.0
 
 
@@ -34,6 +37,10 @@ def exposition(ok: float, failed: float, latency_ms: float, count: float = None)
 :tensorflow:serving:request_latency_sum{{model_name="{NAME}",API="predict",entrypoint="GRPC"}} {total_us}
 :tensorflow:serving:request_latency_count{{model_name="{NAME}",API="predict",entrypoint="GRPC"}} {count}
 """
+
+
+def decide(directory: Path, name: str, since: float, rules, now: float):
+    return decide_on(PrometheusScrapes(directory, name), since, rules, now)
 
 
 def record(directory: Path, track: str, when: float, text: str) -> None:

@@ -24,6 +24,7 @@ from components.snapshot.component import SNAPSHOT_KEY, Snapshot
 from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
+from pipeline.dag.canary import canary_check_step
 from pipeline.dag.conditions import checks_new_span, only_with_new_span, training_config_digest
 from pipeline.dag.evaluation import eval_config
 from pipeline.dag.inference import inference_steps
@@ -62,6 +63,11 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
                         skip_when_no_new_span=checks_new_span(config),
                         training_config=training_config_digest(config, code),
                         schema_file=schema_file).with_id(SNAPSHOT_ID)
+    # With serving.check.before_run: the canary promoted, rolled back or left out on the evidence first, so the
+    # run's "model serving now" (newness, drift baseline, Evaluator baseline, warm start) is what should serve.
+    canary_check = canary_check_step(config, run_lease)
+    if canary_check is not None:
+        snapshot.add_upstream_node(canary_check)
     # With data.skip_when_no_new_span, the rest runs only if the snapshot holds data (a span, or a flat
     # source's content) or a training config the serving model was not trained on (pipeline/dag/conditions.py):
     # one check, locally, on Vertex and on Kubeflow.
@@ -171,7 +177,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
                                     pushed_model=pusher.outputs["pushed_model"],
                                     serving_model=serving_model.outputs["model"])
 
-    components = [snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
+    components = [*([canary_check] if canary_check else []),
+                  snapshot, example_gen, statistics_gen, schema_gen, example_validator, *gates, transform,
                   *([tuner] if tuner else []), serving_model, trainer, evaluator, pusher, *inference]
     if run_lease:
         lease = first_task(config)

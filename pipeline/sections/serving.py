@@ -4,17 +4,18 @@ Why and sources: docs/serving.md."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from components.canary_check import Rules
 from components.serving_gate import GateSettings
 from components.warmup import MAX_REQUESTS
-from trainer.config import Section
+from trainer.config import Section, validate_uri
 
 
 class CheckSection(Section):
-    """`python -m pipeline serving check`: when the canary's live metrics decide (pipeline/serving_check.py)."""
+    """`python -m pipeline serving check`: when the canary's live metrics decide (components/canary_check.py)."""
     # Nothing is decided before the canary has been out this long and answered this many requests.
     min_canary_minutes: float = Field(60.0, ge=0)
     min_requests: int = Field(200, ge=1)
@@ -22,6 +23,21 @@ class CheckSection(Section):
     max_error_rate_increase: float = Field(0.01, ge=0, le=1)
     # ... or its mean request latency is more than this many times stable's.
     max_latency_ratio: float = Field(1.5, ge=1)
+    # Where the scrapes are recorded (`serving check --stable-url/--canary-url` writes them) and read, local or
+    # gs://; empty: <pipeline.root>/serving_metrics (Config.serving_metrics_dir).
+    metrics_dir: Optional[str] = None
+    # Also decide as each run's first step, after the run lease and before the Snapshot, on the scrapes recorded
+    # there (components/canary_check_component.py): a run then starts from what the evidence says should serve.
+    # Off in every shipped config: without a recorder of scrapes the step can only wait (docs/serving.md).
+    before_run: bool = False
+
+    @field_validator("metrics_dir")
+    @classmethod
+    def _metrics_dir(cls, v: Optional[str]) -> Optional[str]:
+        return None if v in (None, "") else validate_uri(v, "serving.check.metrics_dir")
+
+    def rules(self) -> Rules:
+        return Rules(self.min_canary_minutes, self.min_requests, self.max_error_rate_increase, self.max_latency_ratio)
 
 
 class ServingSection(Section):

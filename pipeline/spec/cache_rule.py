@@ -56,6 +56,7 @@ def _mutable_readers() -> dict[str, str]:
     from tfx.utils import name_utils
     from tfx.v1.components import ImportSchemaGen
 
+    from components.canary_check_component import CanaryCheck
     from components.drift_gate import DriftGate
     from components.run_lease import ReleaseRunLease, RunLease
     from components.serving_model import ServingModel
@@ -67,6 +68,8 @@ def _mutable_readers() -> dict[str, str]:
             "takes the run lease: a cached hit would start the run without holding it",
         name_utils.get_full_name(ReleaseRunLease.EXECUTOR_SPEC.executor_class):
             "releases the run lease: a cached hit would leave it held",
+        name_utils.get_full_name(CanaryCheck.EXECUTOR_SPEC.executor_class):
+            "decides on the metrics recorded up to now and moves labels: a cached hit would decide nothing",
         name_utils.get_full_name(DriftGate.EXECUTOR_SPEC.executor_class):
             "reads the serving model's training-data record in pipeline.serving_dir, which every push changes",
         name_utils.get_full_name(ServingModel.EXECUTOR_SPEC.executor_class):

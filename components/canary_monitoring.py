@@ -1,0 +1,135 @@
+"""The canary check's Vertex AI source: Cloud Monitoring's series of one endpoint, per deployed model (stable's and
+the canary's), read with the google-cloud-monitoring client's ListTimeSeries.
+Why and sources: docs/serving.md, "`serving check`"."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional
+
+from components.canary_check import CANARY, OK, STABLE, TRACKS, Window
+from components.errors import CanaryMetricsError
+
+# The metric types and the monitored resource (type and its labels endpoint_id, location) as Google's own Vertex AI
+# endpoints dashboard queries them (GoogleCloudPlatform/monitoring-dashboard-samples,
+# dashboards/google-vertex-ai/vertex-ai-endpoints.json); the metric list for "aiplatform" is
+# cloud.google.com/monitoring/api/metrics_gcp (not readable here).
+PREDICTION_COUNT = "aiplatform.googleapis.com/prediction/online/prediction_count"
+ERROR_COUNT = "aiplatform.googleapis.com/prediction/online/error_count"
+LATENCIES = "aiplatform.googleapis.com/prediction/online/prediction_latencies"
+ENDPOINT = "aiplatform.googleapis.com/Endpoint"
+# Which deployed model answered: a metric label no source read here confirms, so a series without it stops the
+# check (CanaryMetricsError) rather than be counted for either track.
+DEPLOYED_MODEL = "deployed_model_id"
+ERROR = "error"  # error_count has no status label we rely on: every counted error is one status
+CALL_TIMEOUT_SECONDS = 60.0
+MIN_ALIGNMENT_SECONDS = 60  # Aggregation.alignment_period "must be at least 60 seconds" (common.proto)
+
+
+@dataclasses.dataclass(frozen=True)
+class EndpointMetrics:
+    """Endpoint `endpoint_id` in `project`/`region`; `deployed_models`: {stable: id, canary: id}, the endpoint's
+    DeployedModel ids (the Vertex endpoint target knows them). `client`: a monitoring_v3.MetricServiceClient, by
+    default one with the application's default credentials."""
+    project: str
+    region: str
+    endpoint_id: str
+    deployed_models: dict
+    client: Optional[object] = None
+
+    def __post_init__(self):
+        for name in ("project", "region", "endpoint_id"):
+            value = getattr(self, name)
+            if not value or '"' in value or "\\" in value:
+                raise CanaryMetricsError(f"Cloud Monitoring source: {name} {value!r} is empty or not a plain name")
+        if set(self.deployed_models) != set(TRACKS) or not all(self.deployed_models.values()):
+            raise CanaryMetricsError(f"Cloud Monitoring source: deployed_models {self.deployed_models} must name the "
+                                     f"deployed model of both {STABLE} and {CANARY}")
+        if self.deployed_models[STABLE] == self.deployed_models[CANARY]:
+            raise CanaryMetricsError(f"Cloud Monitoring source: stable and canary are the same deployed model "
+                                     f"{self.deployed_models[STABLE]}")
+
+    def _client(self):
+        if self.client is not None:
+            return self.client
+        from google.cloud import monitoring_v3
+
+        return monitoring_v3.MetricServiceClient()
+
+    def request(self, metric_type: str, since: float, now: float) -> dict:
+        """ListTimeSeries over (since, now]: one aligned point per series, summed per deployed model."""
+        from google.cloud import monitoring_v3
+        from google.protobuf import duration_pb2, timestamp_pb2
+
+        def stamp(t: float) -> timestamp_pb2.Timestamp:
+            return timestamp_pb2.Timestamp(seconds=int(t), nanos=int(round((t - int(t)) * 1e9)) % 1_000_000_000)
+
+        period = max(MIN_ALIGNMENT_SECONDS, math.ceil(now - since))
+        return {
+            "name": f"projects/{self.project}",
+            "filter": (f'metric.type = "{metric_type}" AND resource.type = "{ENDPOINT}" AND '
+                       f'resource.labels.endpoint_id = "{self.endpoint_id}" AND '
+                       f'resource.labels.location = "{self.region}"'),
+            "interval": monitoring_v3.TimeInterval(start_time=stamp(since), end_time=stamp(now)),
+            "aggregation": monitoring_v3.Aggregation(
+                alignment_period=duration_pb2.Duration(seconds=period),
+                per_series_aligner=monitoring_v3.Aggregation.Aligner.ALIGN_DELTA,
+                cross_series_reducer=monitoring_v3.Aggregation.Reducer.REDUCE_SUM,
+                group_by_fields=[f"metric.label.{DEPLOYED_MODEL}"]),
+            "view": monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
+        }
+
+    def _per_model(self, metric_type: str, since: float, now: float) -> dict:
+        """{deployed model id: [point values]} of one metric over the window."""
+        from google.api_core import exceptions
+
+        try:
+            series = list(self._client().list_time_series(request=self.request(metric_type, since, now),
+                                                          timeout=CALL_TIMEOUT_SECONDS))
+        except exceptions.GoogleAPICallError as e:
+            raise CanaryMetricsError(f"Cloud Monitoring refused ListTimeSeries of {metric_type} for endpoint "
+                                     f"{self.endpoint_id} in projects/{self.project}: {e}") from None
+        out: dict = {}
+        for one in series:
+            model = one.metric.labels.get(DEPLOYED_MODEL)
+            if not model:
+                raise CanaryMetricsError(
+                    f"Cloud Monitoring returned a series of {metric_type} for endpoint {self.endpoint_id} without the "
+                    f"metric label {DEPLOYED_MODEL} (labels {dict(one.metric.labels)}): it can't tell the canary "
+                    "from stable, so nothing is decided (docs/serving.md)")
+            out.setdefault(model, []).extend(p.value for p in one.points)
+        return out
+
+    def windows(self, since: float, now: float) -> dict:
+        counts = {metric: self._per_model(metric, since, now) for metric in (PREDICTION_COUNT, ERROR_COUNT)}
+        latencies = self._per_model(LATENCIES, since, now)
+        out = {}
+        for track in TRACKS:
+            model = self.deployed_models[track]
+            answered = sum(_number(v, PREDICTION_COUNT) for v in counts[PREDICTION_COUNT].get(model, []))
+            failed = sum(_number(v, ERROR_COUNT) for v in counts[ERROR_COUNT].get(model, []))
+            latency_sum = latency_count = 0.0
+            for value in latencies.get(model, []):
+                distribution = _distribution(value)
+                latency_sum += distribution.mean * distribution.count
+                latency_count += distribution.count
+            out[track] = Window({OK: answered, ERROR: failed}, latency_sum, latency_count)
+        return out
+
+
+def _kind(value) -> str:
+    return type(value).pb(value).WhichOneof("value") or ""
+
+
+def _number(value, metric_type: str) -> float:
+    kind = _kind(value)
+    if kind not in ("int64_value", "double_value"):
+        raise CanaryMetricsError(f"{metric_type}: a point of {kind or 'no'} value, expected a count")
+    return float(getattr(value, kind))
+
+
+def _distribution(value):
+    if _kind(value) != "distribution_value":
+        raise CanaryMetricsError(f"{LATENCIES}: a point of {_kind(value) or 'no'} value, expected a distribution")
+    return value.distribution_value

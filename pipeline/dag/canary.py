@@ -1,0 +1,25 @@
+"""serving.check.before_run: `serving check` as the run's first step, after the run lease and before the Snapshot.
+Why and sources: docs/serving.md, "`serving check`"."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from tfx.dsl.components.base.base_node import BaseNode
+
+from components.canary_check_component import CanaryCheck
+from components.run_lease import OWNER_PLACEHOLDER
+from pipeline.config import Config
+
+CANARY_CHECK_ID = "CanaryCheck"
+
+
+def canary_check_step(config: Config, run_lease: bool) -> Optional[BaseNode]:
+    """The step, or None with before_run off. In a compiled run it moves labels as the run holding the lease."""
+    if not config.serving.check.before_run:
+        return None
+    return CanaryCheck(serving_dir=config.pipeline.serving_dir, model_name=config.pipeline.name,
+                       metrics_dir=config.serving_metrics_dir, rules=config.serving.check.rules(),
+                       lease_root=config.pipeline.root_uri if run_lease else None,
+                       lease_owner=OWNER_PLACEHOLDER if run_lease else None,
+                       lease_ttl_seconds=float(config.pipeline.run_lease_ttl_seconds)).with_id(CANARY_CHECK_ID)
