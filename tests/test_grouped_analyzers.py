@@ -1,6 +1,7 @@
-"""The grouped analyzers (trainer/column_stats.py), traced as a TF1 graph as the pipeline's Transform does, make the
-same transform as an analyzer per column traced as tf.functions (tf.Transform's TF2 default, which the pipeline
-used before): penguins, taxi and generated wide tables through real tf.Transform (Beam, in-process)."""
+"""The grouped analyzers (trainer/column_stats.py) on the numeric matrix (trainer/preprocessing.py), traced as a TF1
+graph as the pipeline's Transform does, make the same transform as each column read alone with an analyzer per
+column, traced as tf.functions (tf.Transform's TF2 default, which the pipeline used before): penguins, taxi and
+generated wide tables through real tf.Transform (Beam, in-process)."""
 
 import csv
 import functools
@@ -15,8 +16,8 @@ from tensorflow_transform.tf_metadata import schema_utils
 
 from components.transform import TF_COMPAT_V1
 from pipeline.config import load_config
-from trainer import column_stats, features
-from trainer.feature_config import FeatureConfig, resolve
+from trainer import column_stats, features, preprocessing
+from trainer.feature_config import FeatureConfig, NumericFeature, resolve
 from trainer.preprocessing import preprocessing_fn
 
 
@@ -33,6 +34,21 @@ def _per_column_moments(x, variance=True):
 
 def _per_column_quantiles(x, num_buckets, epsilon):
     return tf.concat([tft.quantiles(_present(x, i), num_buckets, epsilon) for i in range(x.shape[1])], axis=0)
+
+
+def _per_column_matrix(columns, numeric: list[NumericFeature]):
+    """The reference: each numeric column densified, clipped and logged alone, then stacked."""
+    def column(x, f):
+        values = tf.cast(x.values if isinstance(x, tf.SparseTensor) else x, tf.float32)
+        if f.clip:
+            values = tf.clip_by_value(values, *f.clip)
+        if f.log:
+            values = tf.math.log1p(tf.maximum(values, 0.0))
+        if isinstance(x, tf.SparseTensor):
+            shape = tf.stack([x.dense_shape[0], 1])
+            return tf.reshape(tf.sparse.to_dense(tf.SparseTensor(x.indices, values, shape), float("nan")), [-1])
+        return tf.reshape(values, [-1])
+    return tf.stack([column(x, f) for x, f in zip(columns, numeric)], axis=1)
 
 
 def _transform(tmp_path, name, metadata, train, test, config: FeatureConfig, compat_v1=TF_COMPAT_V1):
@@ -52,6 +68,7 @@ def _both(tmp_path, monkeypatch, metadata, train, test, config):
     with monkeypatch.context() as m:
         m.setattr(column_stats, "moments", _per_column_moments)
         m.setattr(column_stats, "quantiles", _per_column_quantiles)
+        m.setattr(preprocessing, "numeric_matrix", _per_column_matrix)
         reference = _transform(tmp_path, "reference", metadata, train, test, config, compat_v1=False)
     return grouped, reference
 

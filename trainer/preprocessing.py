@@ -40,29 +40,31 @@ def preprocessing_fn(inputs, custom_config):
 def _numbers(inputs, resolved) -> tuple[dict, dict]:
     """The numeric and boolean outputs by name, and each date's parsed parts with its days z-scored (`_date`).
 
-    Numbers (after clip and log), booleans and dates' days, NaN where missing, stacked as one [batch, n]
-    matrix for one tft.mean and one tft.var, and one tft.quantiles per bucket count (trainer/column_stats.py):
-    an analyzer per column made Transform's time and memory grow with the width of the table. Each output is
-    still computed from its own column, so it depends on its own input alone (TFT walks each output's sources
-    when it saves the graph: shared matrix ops made that quadratic in the width)."""
+    Numbers (after clip and log), booleans and dates' days, NaN where missing, are one [batch, n] matrix
+    for one tft.mean and one tft.var, and one tft.quantiles per bucket count (trainer/column_stats.py), and
+    the numbers are read into it, clipped, logged, imputed and z-scored as that matrix: an analyzer, or a few
+    ops, per column made Transform's time and memory grow with the width of the table (docs/performance.md,
+    "Wide tables"). Only the outputs are per column, unstacked from the matrix."""
     numeric, parsed = resolved.numeric, {f.name: dates.parse(_strings(inputs[f.name]), f.format)
                                          for f in resolved.date}
-    columns = ([_numeric_values(inputs[f.name], f) for f in numeric]
-               + [_boolean_values(inputs[f.name]) for f in resolved.boolean] + [p["days"] for p in parsed.values()])
-    if not columns:
+    others = [_boolean_values(inputs[f.name]) for f in resolved.boolean] + [p["days"] for p in parsed.values()]
+    parts = ([numeric_matrix([inputs[f.name] for f in numeric], numeric)] if numeric else []) + (
+        [tf.stack(others, axis=1)] if others else [])
+    if not parts:
         return {}, {}
+    matrix = tf.concat(parts, axis=1) if len(parts) > 1 else parts[0]
     # Which columns are z-scored: numbers that ask for it (bucketized ones are ids) and dates' days.
     scaled = [f.z_score and not f.bucketize for f in numeric] + [False] * len(resolved.boolean) + [True] * len(parsed)
-    mean, var = column_stats.moments(tf.stack(columns, axis=1), variance=any(scaled))
-    means = tf.unstack(mean)
-    stds = tf.unstack(tf.maximum(tf.sqrt(var), 1e-6)) if any(scaled) else []
-    values = [tf.where(tf.math.is_nan(c), m, c) for c, m in zip(columns, means)]
-    values = [(v - means[i]) / stds[i] if scaled[i] else v for i, v in enumerate(values)]
+    mean, var = column_stats.moments(matrix, variance=any(scaled))
+    values = tf.where(tf.math.is_nan(matrix), mean[None, :], matrix)
+    if any(scaled):
+        z_scores = (values - mean[None, :]) / tf.maximum(tf.sqrt(var), 1e-6)[None, :]
+        values = tf.where(tf.constant(scaled)[None, :], z_scores, values)
+    values = tf.unstack(values, axis=1)
     for size in sorted({f.bucketize for f in numeric if f.bucketize}):
         # Boundaries from the present values only: imputed means would crowd one bucket.
         index = [i for i, f in enumerate(numeric) if f.bucketize == size]
-        boundaries = column_stats.quantiles(tf.stack([columns[i] for i in index], axis=1), size,
-                                            0.01 if size < 100 else 0.001)
+        boundaries = column_stats.quantiles(tf.gather(matrix, index, axis=1), size, 0.01 if size < 100 else 0.001)
         for i, b in zip(index, tf.unstack(boundaries)):
             values[i] = _with_range(tft.apply_buckets(values[i], b[None, :]), size)
     names = [f.name for f in numeric] + [f.name for f in resolved.boolean]
@@ -71,14 +73,40 @@ def _numbers(inputs, resolved) -> tuple[dict, dict]:
             {name: {**p, "days": d} for (name, p), d in zip(parsed.items(), days)})
 
 
-def _numeric_values(x, f: NumericFeature):
-    """[batch] float32 after clip and log, NaN where missing."""
-    raw = _map_values(x, lambda v: tf.cast(v, tf.float32))
-    if f.clip:
-        raw = _map_values(raw, lambda v: tf.clip_by_value(v, *f.clip))
-    if f.log:
-        raw = _map_values(raw, lambda v: tf.math.log1p(tf.maximum(v, 0.0)))
-    return _dense(raw, float("nan"))
+def numeric_matrix(columns: list, numeric: list[NumericFeature]) -> tf.Tensor:
+    """[batch, n] float32 of the numeric columns after clip and log, NaN where missing. The optional (sparse)
+    columns are scattered into it at once from their values and indices, concatenated: a cell holding a second
+    value has an index past the matrix and fails the scatter, as densifying that column alone did."""
+    sparse = [i for i, x in enumerate(columns) if isinstance(x, tf.SparseTensor)]
+    dense = [i for i, x in enumerate(columns) if not isinstance(x, tf.SparseTensor)]
+    blocks = []
+    if sparse:
+        xs = [columns[i] for i in sparse]
+        indices = tf.concat([x.indices for x in xs], axis=0)
+        which = tf.repeat(tf.range(len(xs), dtype=tf.int64), tf.stack([tf.size(x.values, tf.int64) for x in xs]))
+        blank = tf.fill(tf.stack([xs[0].dense_shape[0], len(xs), 1]), float("nan"))
+        cells = tf.stack([indices[:, 0], which, indices[:, 1]], axis=1)
+        values = tf.concat([_float32(x.values) for x in xs], axis=0)
+        blocks.append(tf.reshape(tf.tensor_scatter_nd_update(blank, cells, values), [-1, len(xs)]))
+    if dense:
+        blocks.append(tf.stack([tf.reshape(_float32(columns[i]), [-1]) for i in dense], axis=1))
+    matrix = tf.concat(blocks, axis=1) if len(blocks) > 1 else blocks[0]
+    order = sparse + dense
+    if order != sorted(order):
+        matrix = tf.gather(matrix, [order.index(i) for i in range(len(columns))], axis=1)
+    missing = tf.math.is_nan(matrix)
+    if any(f.clip for f in numeric):
+        low = tf.constant([f.clip[0] if f.clip else -float("inf") for f in numeric], tf.float32)
+        high = tf.constant([f.clip[1] if f.clip else float("inf") for f in numeric], tf.float32)
+        matrix = tf.where(missing, matrix, tf.minimum(tf.maximum(matrix, low[None, :]), high[None, :]))
+    if any(f.log for f in numeric):
+        logged = tf.constant([f.log for f in numeric])[None, :] & ~missing
+        matrix = tf.where(logged, tf.math.log1p(tf.maximum(matrix, 0.0)), matrix)
+    return matrix
+
+
+def _float32(x):
+    return x if x.dtype == tf.float32 else tf.cast(x, tf.float32)
 
 
 def _categorical(x, f: CategoricalFeature):
