@@ -193,3 +193,24 @@ def test_mixed_wide_table_grouped_is_per_column(tmp_path, monkeypatch):
     _assert_z_scores_as_numpy(grouped[0], data[:300], config, metadata)
     buckets = {r[features.xf("x5")] for r in grouped[0]}
     assert buckets == set(range(10)), "ten buckets from the column's own quantiles"
+
+
+def test_an_output_depends_on_its_block_of_columns_alone():
+    """Each output reads only the columns of its block (trainer/preprocessing.py BLOCK): tf.Transform walks every
+    output's sources when the Trainer loads the transform graph, quadratic in the width if each read them all."""
+    from tensorflow_transform import graph_tools
+
+    columns = 2 * preprocessing.BLOCK + 5  # zero-padded names: the inferred columns' order is by name
+    config = FeatureConfig(label="y", task="regression")
+    graph = tf.Graph()
+    with graph.as_default():
+        inputs = {f"x{i:03d}": tf.compat.v1.sparse_placeholder(tf.float32, [None, None], name=f"x{i:03d}")
+                  for i in range(columns)}
+        inputs["y"] = tf.compat.v1.placeholder(tf.float32, [None], name="y")
+        outputs = preprocessing_fn(inputs, {features.CONFIG_KEY: config.model_dump()})
+        for i in (0, preprocessing.BLOCK + 1, columns - 1):
+            block = i // preprocessing.BLOCK
+            expected = {f"x{j:03d}" for j in range(block * preprocessing.BLOCK,
+                                                min(columns, (block + 1) * preprocessing.BLOCK))}
+            got = graph_tools.get_dependent_inputs(graph, inputs, {"out": outputs[features.xf(f"x{i:03d}")]})
+            assert set(got) == expected, f"x{i:03d}_xf reads {sorted(set(got) - expected)} beyond its block"

@@ -14,6 +14,9 @@ from trainer.errors import FeatureConfigError
 from trainer.feature_config import CategoricalFeature, DateFeature, FeatureConfig, NumericFeature, TextFeature, resolve
 
 log = logging.getLogger(__name__)
+# Columns read and scaled as one matrix (_numbers): few enough that a graph walk from an output through its block
+# stays short, enough that a wide table has few blocks.
+BLOCK = 32
 
 
 def preprocessing_fn(inputs, custom_config):
@@ -40,27 +43,33 @@ def preprocessing_fn(inputs, custom_config):
 def _numbers(inputs, resolved) -> tuple[dict, dict]:
     """The numeric and boolean outputs by name, and each date's parsed parts with its days z-scored (`_date`).
 
-    Numbers (after clip and log), booleans and dates' days, NaN where missing, are one [batch, n] matrix
-    for one tft.mean and one tft.var, and one tft.quantiles per bucket count (trainer/column_stats.py), and
-    the numbers are read into it, clipped, logged, imputed and z-scored as that matrix: an analyzer, or a few
-    ops, per column made Transform's time and memory grow with the width of the table (docs/performance.md,
-    "Wide tables"). Only the outputs are per column, unstacked from the matrix."""
+    Numbers (after clip and log), booleans and dates' days, NaN where missing, are read in blocks of up to
+    BLOCK columns, [batch, n] matrices: the numbers are read, clipped and logged, and every block imputed and
+    z-scored, as matrices; the blocks side by side are one matrix for one tft.mean and one tft.var, and one
+    tft.quantiles per bucket count (trainer/column_stats.py). An analyzer, or a few ops, per column made
+    Transform's time and memory grow with the width of the table; one matrix for all made each output depend on
+    every column, and the graph walks tf.Transform makes per output when it loads the transform graph quadratic
+    in the width (docs/internals.md). Only the outputs are per column, unstacked from their block."""
     numeric, parsed = resolved.numeric, {f.name: dates.parse(_strings(inputs[f.name]), f.format)
                                          for f in resolved.date}
     others = [_boolean_values(inputs[f.name]) for f in resolved.boolean] + [p["days"] for p in parsed.values()]
-    parts = ([numeric_matrix([inputs[f.name] for f in numeric], numeric)] if numeric else []) + (
-        [tf.stack(others, axis=1)] if others else [])
-    if not parts:
+    blocks = ([numeric_matrix([inputs[f.name] for f in chunk], chunk) for chunk in _blocks(numeric)]
+              + [tf.stack(chunk, axis=1) for chunk in _blocks(others)])
+    if not blocks:
         return {}, {}
-    matrix = tf.concat(parts, axis=1) if len(parts) > 1 else parts[0]
+    matrix = tf.concat(blocks, axis=1) if len(blocks) > 1 else blocks[0]
     # Which columns are z-scored: numbers that ask for it (bucketized ones are ids) and dates' days.
     scaled = [f.z_score and not f.bucketize for f in numeric] + [False] * len(resolved.boolean) + [True] * len(parsed)
     mean, var = column_stats.moments(matrix, variance=any(scaled))
-    values = tf.where(tf.math.is_nan(matrix), mean[None, :], matrix)
-    if any(scaled):
-        z_scores = (values - mean[None, :]) / tf.maximum(tf.sqrt(var), 1e-6)[None, :]
-        values = tf.where(tf.constant(scaled)[None, :], z_scores, values)
-    values = tf.unstack(values, axis=1)
+    std = tf.maximum(tf.sqrt(var), 1e-6) if any(scaled) else None
+    values, start = [], 0
+    for block in blocks:
+        end = start + block.shape[1]
+        v = tf.where(tf.math.is_nan(block), mean[None, start:end], block)
+        if any(scaled[start:end]):
+            v = tf.where(tf.constant(scaled[start:end])[None, :], (v - mean[None, start:end]) / std[None, start:end], v)
+        values += tf.unstack(v, axis=1)
+        start = end
     for size in sorted({f.bucketize for f in numeric if f.bucketize}):
         # Boundaries from the present values only: imputed means would crowd one bucket.
         index = [i for i, f in enumerate(numeric) if f.bucketize == size]
@@ -71,6 +80,10 @@ def _numbers(inputs, resolved) -> tuple[dict, dict]:
     days = values[len(names):]
     return ({features.xf(n): v for n, v in zip(names, values)},
             {name: {**p, "days": d} for (name, p), d in zip(parsed.items(), days)})
+
+
+def _blocks(items: list) -> list[list]:
+    return [items[i:i + BLOCK] for i in range(0, len(items), BLOCK)]
 
 
 def numeric_matrix(columns: list, numeric: list[NumericFeature]) -> tf.Tensor:
