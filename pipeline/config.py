@@ -337,6 +337,7 @@ class Config(Section):
         if self.dataflow is not None and self.vertex is not None:
             self.dataflow.check_workers(self.vertex.region)
         self._check_target()
+        self.serving.endpoint_target(self.vertex, self.pipeline.name)  # vertex_endpoint: needs project and region
         remote = "vertex" if self.vertex is not None else "kubeflow" if self.kubeflow is not None else None
         if remote:
             # Remote workers see only GCS: a local path would be the compiling machine's. (KFP's
