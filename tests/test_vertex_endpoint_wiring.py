@@ -105,3 +105,9 @@ def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path,
     fake.endpoints[ENDPOINT]["trafficSplit"] = {}  # changed behind our back: every command fails closed
     assert main(["serving", "status", *args]) == 1
     assert "traffic_split" in capsys.readouterr().err
+
+
+def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
+    sets = [s for s in _sets(tmp_path, "") if not s.startswith("serving.vertex_endpoint.api_endpoint")]
+    with pytest.raises(ConfigError, match="must be gs://"):
+        load_config(CONFIG, sets)
