@@ -1,8 +1,8 @@
 """Serving on a Vertex AI endpoint: each pushed version is a new version of one Model Registry model (aliased
 `challenger`), deployed to the configured endpoint with the canary's share; promote moves `champion` and `default`
 to it and gives it all traffic, then undeploys the old champion; rollback gives the champion all traffic again and
-undeploys the challenger. Every move is recorded under the serving dir's .vertex/ and the TF Serving labels there are
-kept in step (stable = champion, canary = challenger), so "the model serving now" needs no other rule.
+undeploys the challenger. Every move is recorded under the serving dir's .vertex/; the callers (the Pusher, pipeline/
+serving.py) keep the TF Serving labels there in step (stable = champion, canary = challenger).
 Through the real google-cloud-aiplatform v1 clients (gRPC in the cloud, REST to `api_endpoint`, the stand-in
 pipeline/dryrun/vertex_endpoints.py, in tests and dry runs). Why and sources: docs/serving.md."""
 
@@ -14,7 +14,6 @@ import time
 import uuid
 from typing import Optional
 
-from components import rollout
 from components.errors import RolloutError, VertexStateMismatch
 from components.storage import storage_for
 
@@ -232,10 +231,3 @@ def describe(record: Optional[Record]) -> str:
                 f"{s.deployed_model_id}, {record.split.get(s.deployed_model_id, 0)}%)" if s else f"{which}: -")
     return f"{one(CHAMPION)}; {one(CHALLENGER)}"
 
-
-def labels_in_step(base: str, model_name: str, record: Record, by: str) -> rollout.Event:
-    """The TF Serving labels in the serving dir follow the endpoint: stable = champion, canary = challenger, so
-    the drift gate, the Evaluator's baseline and warm start read the champion (components/serving_dir.py)."""
-    champion, challenger = record.served(CHAMPION), record.served(CHALLENGER)
-    after = rollout.Labels(champion.version if champion else None, challenger.version if challenger else None)
-    return rollout._move(base, model_name, record.action, after, by, f"vertex endpoint: {record.note}")
