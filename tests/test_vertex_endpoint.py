@@ -177,3 +177,15 @@ def test_rule_replicas(fake, tmp_path):
     mv = ve.upload_version(target, f"{tmp_path}/1", 1)
     with pytest.raises(gexc.BadRequest, match="min_replica_count"):
         ve.deploy_canary(target, str(tmp_path), 1, mv, "test")
+
+
+def test_a_new_push_replaces_the_challenger_out(fake, tmp_path):
+    target, base = _target(fake), str(tmp_path)
+    _push(target, base, 1)
+    old = _push(target, base, 2).served(ve.CHALLENGER).deployed_model_id
+    new = _push(target, base, 3)
+    assert new.served(ve.CHAMPION).version == 1 and new.served(ve.CHALLENGER).version == 3
+    deployed = {d["id"] for d in fake.endpoints[target.endpoint]["deployedModels"]}
+    assert old not in deployed and len(deployed) == 2
+    assert _aliases(fake, "2") == [] and _aliases(fake, "3") == ["challenger"]
+    assert [r.action for r in ve.records(base)] == ["push", "promote", "push", "rollback", "push"]
