@@ -104,8 +104,9 @@ def _record(base: str, action: str, champion: Optional[Served], challenger: Opti
 
 
 def upload_version(target: Target, artifact_uri: str, version: int) -> str:
-    """A new version of the registry model (the model itself on the first upload), aliased challenger, not the
-    default version; returns its registry version id."""
+    """A new version of the registry model (the model itself on the first upload), not the default version;
+    returns its registry version id. It gets the alias challenger once deployed (deploy_canary): a challenger
+    still out keeps it until it is rolled back, and a version that failed to deploy is no challenger."""
     from google.api_core import exceptions as gexc
     from google.cloud import aiplatform_v1
 
@@ -116,7 +117,7 @@ def upload_version(target: Target, artifact_uri: str, version: int) -> str:
     except gexc.NotFound:
         parent_model, model_id = "", target.model_id
     model = aiplatform_v1.Model(display_name=target.display_name, artifact_uri=artifact_uri,
-                                version_aliases=[CHALLENGER], version_description=f"serving dir version {version}",
+                                version_description=f"serving dir version {version}",
                                 container_spec=aiplatform_v1.ModelContainerSpec(image_uri=target.image_uri))
     operation = models.upload_model(request=aiplatform_v1.UploadModelRequest(
         parent=f"projects/{target.project}/locations/{target.region}", model=model, parent_model=parent_model,
@@ -147,6 +148,8 @@ def deploy_canary(target: Target, base: str, version: int, model_version_id: str
     split = {"0": share, **({champion.deployed_model_id: 100 - share} if champion and share < 100 else {})}
     operation = endpoints.deploy_model(endpoint=target.endpoint, deployed_model=deployed, traffic_split=split)
     new = Served(version, model_version_id, operation.result(timeout=OPERATION_TIMEOUT_SECONDS).deployed_model.id)
+    models, _ = _clients(target)
+    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHALLENGER])
     record = _record(base, "push", champion, new, _split(endpoints, target),
                      by, f"deployed version {version} at {share}%")
     return promote(target, base, by, why="direct") if share == 100 else record
