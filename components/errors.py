@@ -68,3 +68,8 @@ class CanaryMetricsError(ComponentError, ValueError):
     """The canary check's metrics can't be read as their source defines them (a recorded scrape not named by its
     time, a Monitoring series without the label that tells the tracks apart); the message names the file or the
     series. Nothing is decided and no label moves."""
+
+
+class VertexStateMismatch(ComponentError, RuntimeError):
+    """What the Vertex endpoint or the Model Registry says serves is not what our record in the serving dir says
+    (someone changed the endpoint by hand, or a move failed midway); the message names both. Nothing is moved."""

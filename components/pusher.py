@@ -16,7 +16,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components import lease, rollout, serving_dir, serving_gate, training_record
+from components import lease, rollout, serving_dir, serving_gate, training_record, vertex_endpoint
 from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
 from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
 
@@ -30,6 +30,7 @@ SERVING_KEY = "serving"
 REFUSED = "refused"  # why the serving gate refused the candidate (nothing pushed); "" when it passed
 GATE = "serving_gate"  # what the serving gate found, a sentence
 LABELS = "serving_labels"  # the labels after this push: "stable V[, canary W]"
+VERTEX = "vertex_endpoint"  # serving.target vertex_endpoint: champion and challenger after this push
 LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/lease.py) tells debris apart
 # A run on Vertex or Kubeflow: the run that holds that lease (components/run_lease.py) and its ttl. The push
 # renews the lease as that run and heartbeats it while it works; LeaseLost (nothing pushed) if the run lost it.
@@ -124,6 +125,8 @@ class PushExecutor(tfx_pusher_executor.Executor):
                 training_record.remove(base, version)
             raise
         logging.info("model published as %s", serving_path)
+        if settings is not None and settings.vertex_endpoint:  # serving.target vertex_endpoint (before the labels)
+            model_push.set_string_custom_property(VERTEX, _to_endpoint(settings, base, serving_path, version, run))
         if settings is not None:  # TF Serving's model config: the version under stable or canary (serving.rollout)
             moved = rollout.after_push(base, settings.model_name, version, settings.rollout, run)
             logging.info("serving labels: %s", moved.describe())
@@ -131,6 +134,17 @@ class PushExecutor(tfx_pusher_executor.Executor):
                 f", canary {moved.canary}" if moved.canary is not None else ""))
         io_utils.copy_dir(model_path, model_push.uri)
         self._MarkPushed(model_push, pushed_destination=serving_path, pushed_version=str(version))
+
+
+def _to_endpoint(settings: serving_gate.GateSettings, base: str, serving_path: str, version: int, run: str) -> str:
+    """The version just published as a new registry version (challenger) deployed at the canary share, or with
+    direct rollout at 100% and promoted at once. The TF Serving labels follow in the same push (after_push)."""
+    target = vertex_endpoint.Target(**settings.vertex_endpoint)
+    model_version_id = vertex_endpoint.upload_version(target, serving_path, version)
+    record = vertex_endpoint.deploy_canary(target, base, version, model_version_id, run,
+                                           share=100 if settings.rollout == rollout.DIRECT else None)
+    logging.info("vertex endpoint %s: %s", target.endpoint, vertex_endpoint.describe(record))
+    return vertex_endpoint.describe(record)
 
 
 def _write_record(base: str, version: int, input_dict: dict[str, list[types.Artifact]], run: str) -> Optional[str]:

@@ -27,6 +27,7 @@ class GateSettings:
     drop_features: tuple[str, ...] = ()  # what clients don't send: the label, ignored columns
     split: str = "eval"
     rollout: str = "direct"          # direct | canary (components/rollout.py)
+    vertex_endpoint: Optional[dict] = None  # components/vertex_endpoint.py Target's fields; None: TF Serving only
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

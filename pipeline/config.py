@@ -337,6 +337,11 @@ class Config(Section):
         if self.dataflow is not None and self.vertex is not None:
             self.dataflow.check_workers(self.vertex.region)
         self._check_target()
+        endpoint = self.serving.endpoint_target(self.vertex, self.pipeline.name)  # checks project and region
+        if endpoint and not endpoint["api_endpoint"].startswith("http://") and not self.pipeline.serving_dir.startswith(
+                "gs://"):  # Vertex reads a model's artifact_uri from Cloud Storage only
+            raise ValueError(f"serving.target vertex_endpoint uploads each version from the serving dir: "
+                             f"{self.pipeline.serving_dir} must be gs://")
         remote = "vertex" if self.vertex is not None else "kubeflow" if self.kubeflow is not None else None
         if remote:
             # Remote workers see only GCS: a local path would be the compiling machine's. (KFP's

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from components import rollout, serving_dir, training_record
-from components.errors import RolloutError, ServingConfigChanged
+from components import rollout, serving_dir, training_record, vertex_endpoint
+from components.errors import RolloutError, ServingConfigChanged, VertexStateMismatch
 from components.lease import default_owner
 from pipeline.config import Config
 from pipeline.errors import CommandFailed
@@ -35,11 +35,23 @@ def status(config: Config) -> str:
              f"  stable: {describe_version(base, labels.stable)}",
              f"  canary: {describe_version(base, labels.canary) if labels.canary is not None else '- (none out)'}",
              f"versions on disk: {', '.join(map(str, on_disk)) or 'none'}"]
+    endpoint = _endpoint(config)
+    if endpoint is not None:
+        try:
+            lines.append(f"vertex endpoint {endpoint.endpoint}: "
+                         f"{vertex_endpoint.describe(vertex_endpoint.status(endpoint, base))}")
+        except VertexStateMismatch as e:
+            raise CommandFailed(str(e)) from None
     moves = rollout.events(base)
     if moves:
         lines.append(f"label moves (latest {min(len(moves), RECENT_MOVES)} of {len(moves)}):")
         lines.extend(f"  {e.describe()}" for e in moves[-RECENT_MOVES:])
     return "\n".join(lines)
+
+
+def _endpoint(config: Config) -> Optional[vertex_endpoint.Target]:
+    fields = config.serving.endpoint_target(config.vertex, config.pipeline.name)
+    return vertex_endpoint.Target(**fields) if fields else None
 
 
 def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: float = 60.0) -> str:
@@ -48,9 +60,17 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
     by = f"python -m pipeline serving {action} ({default_owner()})"
     with run_lock(config.pipeline.root_uri, wait_seconds):
         try:
+            endpoint = _endpoint(config)
+            if endpoint is not None:  # the endpoint first; the TF Serving labels follow it (stable = champion)
+                if to is not None:
+                    raise RolloutError("serving rollback --to VERSION on a Vertex endpoint (a redeploy of an old "
+                                       "version) is not built; rollback drops the challenger")
+                moved = (vertex_endpoint.promote(endpoint, base, by) if action == "promote"
+                         else vertex_endpoint.rollback(endpoint, base, by))
+                by = f"{by}; vertex endpoint: {moved.note}"
             event = (rollout.promote(base, name, by) if action == "promote"
                      else rollout.rollback(base, name, by, to))
-        except (RolloutError, ServingConfigChanged) as e:
+        except (RolloutError, ServingConfigChanged, VertexStateMismatch) as e:
             raise CommandFailed(str(e)) from None
     return f"{action}: {event.describe()}\n{status(config)}"
 

@@ -163,7 +163,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             # Eval rows for the warm-up file; the serving gate replays it in a TensorFlow-only process first.
             examples=example_gen.outputs["examples"],
             serving=config.serving.gate_settings(
-                config.pipeline.name, (config.features.label, *config.features.ignore)).to_json(),
+                config.pipeline.name, (config.features.label, *config.features.ignore), config.vertex).to_json(),
             # Whose run lease tells a killed push's debris from another run's push in progress.
             lease_root=config.pipeline.root_uri,
             lease_owner=OWNER_PLACEHOLDER if run_lease else None,

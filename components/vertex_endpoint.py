@@ -1,0 +1,236 @@
+"""Serving on a Vertex AI endpoint: each pushed version is a new version of one Model Registry model (aliased
+`challenger`), deployed to the configured endpoint with the canary's share; promote moves `champion` and `default`
+to it and gives it all traffic, then undeploys the old champion; rollback gives the champion all traffic again and
+undeploys the challenger. Every move is recorded under the serving dir's .vertex/; the callers (the Pusher, pipeline/
+serving.py) keep the TF Serving labels there in step (stable = champion, canary = challenger).
+Through the real google-cloud-aiplatform v1 clients (gRPC in the cloud, REST to `api_endpoint`, the stand-in
+pipeline/dryrun/vertex_endpoints.py, in tests and dry runs). Why and sources: docs/serving.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from typing import Optional
+
+from components.errors import RolloutError, VertexStateMismatch
+from components.storage import storage_for
+
+CHAMPION, CHALLENGER, DEFAULT = "champion", "challenger", "default"
+RECORDS_DIR = ".vertex"  # one JSON object per move, created once, never rewritten
+OPERATION_TIMEOUT_SECONDS = 1800.0  # a deploy provisions machines: tens of minutes are normal
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the endpoint target needs (pipeline/sections/serving.py VertexEndpointSection builds it)."""
+    project: str
+    region: str
+    endpoint: str          # projects/P/locations/R/endpoints/E
+    model_id: str          # the registry model's id: projects/P/locations/R/models/<model_id>
+    display_name: str
+    image_uri: str         # Vertex's prebuilt TensorFlow prediction container
+    machine_type: str = "n1-standard-2"
+    canary_percent: int = 10
+    min_replicas: int = 1
+    max_replicas: int = 1
+    api_endpoint: str = ""  # "" : {region}-aiplatform.googleapis.com
+
+    @property
+    def model(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}/models/{self.model_id}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    version: int             # the serving dir's version
+    model_version_id: str    # the registry version
+    deployed_model_id: str   # on the endpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    when: str
+    action: str                      # push | promote | rollback
+    champion: Optional[dict]         # Served as a dict, or None
+    challenger: Optional[dict]
+    split: dict                      # deployed model id -> percent, as the endpoint has it after the move
+    by: str
+    note: str = ""
+
+    def served(self, which: str) -> Optional[Served]:
+        found = self.champion if which == CHAMPION else self.challenger
+        return Served(**found) if found else None
+
+
+def _clients(target: Target):
+    from google.cloud import aiplatform_v1
+
+    options = {"api_endpoint": target.api_endpoint or f"{target.region}-aiplatform.googleapis.com"}
+    credentials = None
+    if target.api_endpoint.startswith("http://"):  # the loopback stand-in
+        from google.auth.credentials import AnonymousCredentials
+
+        credentials = AnonymousCredentials()
+    transport = "rest" if target.api_endpoint else None
+    return (aiplatform_v1.ModelServiceClient(credentials=credentials, client_options=options, transport=transport),
+            aiplatform_v1.EndpointServiceClient(credentials=credentials, client_options=options,
+                                                transport=transport))
+
+
+def records(base: str, gcs_client=None) -> list[Record]:
+    store = storage_for(base, gcs_client)
+    out = []
+    for path in sorted(store.list(RECORDS_DIR)):
+        with store.open_read(path) as f:
+            out.append(Record(**json.loads(f.read())))
+    return out
+
+
+def _latest(base: str) -> Optional[Record]:
+    found = records(base)
+    return found[-1] if found else None
+
+
+def _record(base: str, action: str, champion: Optional[Served], challenger: Optional[Served], split: dict,
+            by: str, note: str) -> Record:
+    record = Record(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), action,
+                    dataclasses.asdict(champion) if champion else None,
+                    dataclasses.asdict(challenger) if challenger else None, dict(split), by, note)
+    name = f"{RECORDS_DIR}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+    storage_for(base).create(name, json.dumps(dataclasses.asdict(record), sort_keys=True).encode())
+    return record
+
+
+def upload_version(target: Target, artifact_uri: str, version: int) -> str:
+    """A new version of the registry model (the model itself on the first upload), not the default version;
+    returns its registry version id. It gets the alias challenger once deployed (deploy_canary): a challenger
+    still out keeps it until it is rolled back, and a version that failed to deploy is no challenger."""
+    from google.api_core import exceptions as gexc
+    from google.cloud import aiplatform_v1
+
+    models, _ = _clients(target)
+    try:
+        models.get_model(name=target.model)
+        parent_model, model_id = target.model, ""
+    except gexc.NotFound:
+        parent_model, model_id = "", target.model_id
+    model = aiplatform_v1.Model(display_name=target.display_name, artifact_uri=artifact_uri,
+                                version_description=f"serving dir version {version}",
+                                container_spec=aiplatform_v1.ModelContainerSpec(image_uri=target.image_uri))
+    operation = models.upload_model(request=aiplatform_v1.UploadModelRequest(
+        parent=f"projects/{target.project}/locations/{target.region}", model=model, parent_model=parent_model,
+        model_id=model_id))
+    return operation.result(timeout=OPERATION_TIMEOUT_SECONDS).model_version_id
+
+
+def deploy_canary(target: Target, base: str, version: int, model_version_id: str, by: str,
+                  share: Optional[int] = None) -> Record:
+    """Deploy the challenger with `share` percent (default: the canary's); the champion keeps the rest. With no
+    champion deployed yet, or share 100, the challenger gets all traffic and is promoted at once."""
+    from google.cloud import aiplatform_v1
+
+    current = status(target, base)
+    champion = current.served(CHAMPION) if current else None
+    if current is not None and current.challenger:
+        rollback(target, base, by, why=f"replaced by version {version}")
+        current = _latest(base)
+        champion = current.served(CHAMPION)
+    share = target.canary_percent if share is None else share
+    share = 100 if champion is None else share
+    _, endpoints = _clients(target)
+    deployed = aiplatform_v1.DeployedModel(
+        model=f"{target.model}@{model_version_id}", display_name=f"{target.display_name}-{version}",
+        dedicated_resources=aiplatform_v1.DedicatedResources(
+            machine_spec=aiplatform_v1.MachineSpec(machine_type=target.machine_type),
+            min_replica_count=target.min_replicas, max_replica_count=target.max_replicas))
+    split = {"0": share, **({champion.deployed_model_id: 100 - share} if champion and share < 100 else {})}
+    operation = endpoints.deploy_model(endpoint=target.endpoint, deployed_model=deployed, traffic_split=split)
+    new = Served(version, model_version_id, operation.result(timeout=OPERATION_TIMEOUT_SECONDS).deployed_model.id)
+    models, _ = _clients(target)
+    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHALLENGER])
+    record = _record(base, "push", champion, new, _split(endpoints, target),
+                     by, f"deployed version {version} at {share}%")
+    return promote(target, base, by, why="direct") if share == 100 else record
+
+
+def promote(target: Target, base: str, by: str, why: str = "") -> Record:
+    models, endpoints = _clients(target)
+    current = status(target, base)
+    challenger = current.served(CHALLENGER) if current else None
+    if challenger is None:
+        raise RolloutError(f"no challenger is deployed on {target.endpoint}; nothing to promote")
+    champion = current.served(CHAMPION)
+    endpoints.update_endpoint(endpoint={"name": target.endpoint, "traffic_split": {challenger.deployed_model_id: 100}},
+                              update_mask={"paths": ["traffic_split"]})
+    models.merge_version_aliases(name=f"{target.model}@{challenger.model_version_id}",
+                                 version_aliases=[CHAMPION, DEFAULT, f"-{CHALLENGER}"])
+    if champion is not None and champion.deployed_model_id != challenger.deployed_model_id:
+        endpoints.undeploy_model(endpoint=target.endpoint, deployed_model_id=champion.deployed_model_id
+                                 ).result(timeout=OPERATION_TIMEOUT_SECONDS)
+    return _record(base, "promote", challenger, None, _split(endpoints, target), by,
+                   f"version {challenger.version} is champion" + (f": {why}" if why else ""))
+
+
+def rollback(target: Target, base: str, by: str, why: str = "") -> Record:
+    """Give the champion all traffic again (the split before the challenger), take `challenger` off its registry
+    version and undeploy it. A promoted champion is not rolled back here: that redeploys an old version (not built)."""
+    models, endpoints = _clients(target)
+    current = status(target, base)
+    challenger = current.served(CHALLENGER) if current else None
+    if challenger is None:
+        raise RolloutError(f"no challenger is deployed on {target.endpoint}; rolling a champion back to an earlier "
+                           "version on a Vertex endpoint (a redeploy) is not built")
+    champion = current.served(CHAMPION)
+    if champion is None:
+        raise RolloutError(f"no champion on {target.endpoint} to give the traffic back to")
+    endpoints.undeploy_model(endpoint=target.endpoint, deployed_model_id=challenger.deployed_model_id,
+                             traffic_split={champion.deployed_model_id: 100}).result(timeout=OPERATION_TIMEOUT_SECONDS)
+    models.merge_version_aliases(name=f"{target.model}@{challenger.model_version_id}",
+                                 version_aliases=[f"-{CHALLENGER}"])
+    return _record(base, "rollback", champion, None, _split(endpoints, target), by,
+                   f"challenger {challenger.version} undeployed" + (f": {why}" if why else ""))
+
+
+def _split(endpoints, target: Target) -> dict:
+    return dict(endpoints.get_endpoint(name=target.endpoint).traffic_split)
+
+
+def status(target: Target, base: str) -> Optional[Record]:
+    """Our latest record, checked against the endpoint and the registry: VertexStateMismatch (naming both) when the
+    endpoint's split or deployed models, or the aliases, are not what we recorded. None before the first push."""
+    record = _latest(base)
+    if record is None:
+        return None
+    models, endpoints = _clients(target)
+    endpoint = endpoints.get_endpoint(name=target.endpoint)
+    live = dict(endpoint.traffic_split)
+    if live != record.split:
+        raise VertexStateMismatch(f"{target.endpoint} has traffic_split {live}, our record in {base}/{RECORDS_DIR} "
+                                  f"says {record.split} ({record.when}, {record.action}); nothing changed")
+    deployed = {d.id for d in endpoint.deployed_models}
+    for which in (CHAMPION, CHALLENGER):
+        served = record.served(which)
+        if served is None:
+            continue
+        if served.deployed_model_id not in deployed:
+            raise VertexStateMismatch(f"our record says {which} is deployed model {served.deployed_model_id} on "
+                                      f"{target.endpoint}, which deploys {sorted(deployed)}; nothing changed")
+        aliases = list(models.get_model(name=f"{target.model}@{served.model_version_id}").version_aliases)
+        if which not in aliases:
+            raise VertexStateMismatch(f"our record says {which} is {target.model}@{served.model_version_id}, whose "
+                                      f"aliases are {aliases}; nothing changed")
+    return record
+
+
+def describe(record: Optional[Record]) -> str:
+    if record is None:
+        return "nothing pushed to the endpoint yet"
+
+    def one(which):
+        s = record.served(which)
+        return (f"{which}: version {s.version} (registry version {s.model_version_id}, deployed model "
+                f"{s.deployed_model_id}, {record.split.get(s.deployed_model_id, 0)}%)" if s else f"{which}: -")
+    return f"{one(CHAMPION)}; {one(CHALLENGER)}"
+

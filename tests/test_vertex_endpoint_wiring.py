@@ -1,0 +1,113 @@
+"""serving.target vertex_endpoint wired in: the config section, the Pusher deploying each pushed version, and
+`python -m pipeline serving status|promote|rollback` moving the endpoint with the TF Serving labels in step. Against
+the loopback stand-in (pipeline/dryrun/vertex_endpoints.py) through the real google-cloud-aiplatform client."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import rollout
+from components import vertex_endpoint as ve
+from components.model_config import Labels
+from pipeline.config import load_config
+from pipeline.dryrun.vertex_endpoints import VertexEndpoints
+from pipeline.errors import ConfigError
+from tests.conftest import CONFIG
+
+ENDPOINT = "projects/my-project/locations/us-central1/endpoints/42"
+NAME = "penguin-tpu"
+
+
+@pytest.fixture
+def fake():
+    f = VertexEndpoints()
+    f.add_endpoint(ENDPOINT)
+    f.url = f.start()
+    yield f
+    f.stop()
+
+
+def _sets(root, fake_url, *extra):
+    return [f"pipeline.root={root}", "serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
+            "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={fake_url}", *extra]
+
+
+@pytest.mark.parametrize("bad, field", [
+    ("serving.vertex_endpoint.canary_percent=100", "canary_percent"),
+    ("serving.vertex_endpoint.canary_percent=0", "canary_percent"),
+    ("serving.vertex_endpoint.endpoint=endpoints/4x", "endpoint"),
+    ("serving.vertex_endpoint.endpoint=42", "an id"),  # no vertex section to say where it is
+    ("serving.vertex_endpoint.image_uri=gcr.io/x/tf-serving:1", "prebuilt TensorFlow"),
+    ("serving.vertex_endpoint.model_id=9lives", "model_id"),
+    ("serving.vertex_endpoint.max_replicas=0", "max_replicas"),
+    ("serving.vertex_endpoint.api_endpoint=http://example.com", "api_endpoint"),
+])
+def test_the_section_refuses_bad_values_naming_the_field(tmp_path, bad, field):
+    with pytest.raises(ConfigError, match=field):
+        load_config(CONFIG, _sets(tmp_path, "http://127.0.0.1:1", bad))
+
+
+def test_target_vertex_endpoint_needs_its_section():
+    with pytest.raises(ConfigError, match="needs a serving.vertex_endpoint section"):
+        load_config(CONFIG, ["serving.target=vertex_endpoint"])
+
+
+def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake):
+    from components import serving_gate
+    from components.pusher import VERTEX
+    from tests import serving_models
+
+    config = load_config(CONFIG, _sets(tmp_path / "root", fake.url, "serving.rollout=canary"))
+    target = config.serving.endpoint_target(config.vertex, NAME)
+    settings = serving_gate.GateSettings(model_name=NAME, warmup_requests=2, rollout="canary", vertex_endpoint=target)
+    examples = serving_models.eval_split(tmp_path / "examples")
+    base = tmp_path / "serving"
+    first = serving_models.push(tmp_path, serving_models.save_model(tmp_path / "a", 0.5), examples, base, "a", settings)
+    second = serving_models.push(tmp_path, serving_models.save_model(tmp_path / "b", 0.7), examples, base, "b",
+                                 settings)
+    v1, v2 = (int(p.get_string_custom_property("pushed_version")) for p in (first, second))
+    assert "champion: version" in first.get_string_custom_property(VERTEX)
+    assert "10%" in second.get_string_custom_property(VERTEX)
+    record = ve.status(ve.Target(**target), str(base))
+    assert (record.served(ve.CHAMPION).version, record.served(ve.CHALLENGER).version) == (v1, v2)
+    assert sorted(record.split.values()) == [10, 90]
+    upload = [b for m, p, b in fake.requests if p.endswith("models:upload")][-1]
+    assert upload["model"]["artifactUri"] == f"{base}/{v2}" and upload["parentModel"].endswith("/models/penguin")
+    assert rollout.labels(str(base)) == Labels(v1, v2)  # the TF Serving labels follow: stable = champion
+
+
+def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path, fake, capsys):
+    from pipeline.cli import main
+    from tests.test_rollout import _version
+
+    root = tmp_path / "root"
+    config = load_config(CONFIG, _sets(root, fake.url))
+    base = config.pipeline.serving_dir
+    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
+    for number in (1, 2):  # what two canary pushes leave (the Pusher's own test above pushes real models)
+        _version(root / "serving_model" / NAME, number)
+        ve.deploy_canary(target, base, number, ve.upload_version(target, f"{base}/{number}", number), "t")
+        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+    args = ["--config", CONFIG, *[x for s in _sets(root, fake.url) for x in ("--set", s)]]
+
+    assert main(["serving", "status", *args]) == 0
+    assert "challenger: version 2" in capsys.readouterr().out
+    assert main(["serving", "promote", *args]) == 0
+    assert rollout.labels(base) == Labels(2) and ve.status(target, base).served(ve.CHAMPION).version == 2
+    assert len(fake.endpoints[ENDPOINT]["deployedModels"]) == 1
+    ve.deploy_canary(target, base, 3, ve.upload_version(target, f"{base}/3", 3), "t")
+    _version(root / "serving_model" / NAME, 3)
+    rollout.after_push(base, NAME, 3, "canary", "run-3")
+    assert main(["serving", "rollback", *args]) == 0
+    assert rollout.labels(base) == Labels(2) and ve.status(target, base).challenger is None
+    assert main(["serving", "rollback", "--to", "1", *args]) == 1
+    assert "not built" in capsys.readouterr().err
+    fake.endpoints[ENDPOINT]["trafficSplit"] = {}  # changed behind our back: every command fails closed
+    assert main(["serving", "status", *args]) == 1
+    assert "traffic_split" in capsys.readouterr().err
+
+
+def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
+    sets = [s for s in _sets(tmp_path, "") if not s.startswith("serving.vertex_endpoint.api_endpoint")]
+    with pytest.raises(ConfigError, match="must be gs://"):
+        load_config(CONFIG, sets)
