@@ -51,11 +51,7 @@ class EndpointMetrics:
                                      f"{self.deployed_models[STABLE]}")
 
     def _client(self):
-        if self.client is not None:
-            return self.client
-        from google.cloud import monitoring_v3
-
-        return monitoring_v3.MetricServiceClient()
+        return self.client if self.client is not None else metric_client()
 
     def request(self, metric_type: str, since: float, now: float) -> dict:
         """ListTimeSeries over (since, now]: one aligned point per series, summed per deployed model."""
@@ -133,3 +129,19 @@ def _distribution(value):
     if _kind(value) != "distribution_value":
         raise CanaryMetricsError(f"{LATENCIES}: a point of {_kind(value) or 'no'} value, expected a distribution")
     return value.distribution_value
+
+
+def metric_client(loopback: str = ""):
+    """The MetricServiceClient: Google's, with the application's default credentials; or, given `loopback`
+    (127.0.0.1:PORT), one on a plain gRPC channel to a stand-in there."""
+    from google.cloud import monitoring_v3
+
+    if not loopback:
+        return monitoring_v3.MetricServiceClient()
+    if not loopback.startswith("127.0.0.1:"):
+        raise CanaryMetricsError(f"Cloud Monitoring source: {loopback!r} is not a loopback address")
+    import grpc
+    from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcTransport
+
+    channel = grpc.insecure_channel(loopback)
+    return monitoring_v3.MetricServiceClient(transport=MetricServiceGrpcTransport(channel=channel))

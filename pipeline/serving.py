@@ -35,7 +35,7 @@ def status(config: Config) -> str:
              f"  stable: {describe_version(base, labels.stable)}",
              f"  canary: {describe_version(base, labels.canary) if labels.canary is not None else '- (none out)'}",
              f"versions on disk: {', '.join(map(str, on_disk)) or 'none'}"]
-    endpoint = _endpoint(config)
+    endpoint = endpoint_target(config)
     if endpoint is not None:
         try:
             lines.append(f"vertex endpoint {endpoint.endpoint}: "
@@ -49,7 +49,7 @@ def status(config: Config) -> str:
     return "\n".join(lines)
 
 
-def _endpoint(config: Config) -> Optional[vertex_endpoint.Target]:
+def endpoint_target(config: Config) -> Optional[vertex_endpoint.Target]:
     fields = config.serving.endpoint_target(config.vertex, config.pipeline.name)
     return vertex_endpoint.Target(**fields) if fields else None
 
@@ -60,7 +60,7 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
     by = f"python -m pipeline serving {action} ({default_owner()})"
     with run_lock(config.pipeline.root_uri, wait_seconds):
         try:
-            endpoint = _endpoint(config)
+            endpoint = endpoint_target(config)
             if endpoint is not None:  # the endpoint first; the TF Serving labels follow it (stable = champion)
                 if to is not None:
                     raise RolloutError("serving rollback --to VERSION on a Vertex endpoint (a redeploy of an old "

@@ -8,10 +8,11 @@ import time
 import urllib.request
 from typing import Optional
 
-from components import rollout
-from components.canary_check import decide
+from components import rollout, vertex_endpoint
+from components.canary_check import CANARY, STABLE, decide
+from components.canary_monitoring import EndpointMetrics, metric_client
 from components.canary_prometheus import PrometheusScrapes, record
-from components.errors import CanaryMetricsError
+from components.errors import CanaryMetricsError, VertexStateMismatch
 from pipeline.config import Config
 from pipeline.endpoints import parse_endpoint
 from pipeline.errors import CommandFailed, ConfigError
@@ -34,9 +35,13 @@ def scrape(url: str, directory: str, track: str, now: Optional[float] = None) ->
 
 
 def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -> str:
-    from pipeline.serving import move
+    from pipeline.serving import endpoint_target, move
 
     base = config.pipeline.serving_dir
+    target = endpoint_target(config)
+    if target is not None and (metrics_dir or any(urls.values())):
+        raise ConfigError("--metrics-dir and --stable-url/--canary-url are TF Serving's scrapes; with "
+                          "serving.target vertex_endpoint the check reads the endpoint's Cloud Monitoring series")
     directory = metrics_dir or config.serving_metrics_dir
     for track, url in urls.items():
         if url:
@@ -46,8 +51,9 @@ def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -
         return f"serving check: no canary is out (stable {labels.stable}); nothing to decide"
     since = rollout.canary_since(base)
     try:
-        decision = decide(PrometheusScrapes(directory, config.pipeline.name), since, config.serving.check.rules(),
-                          time.time())
+        source = (_endpoint_metrics(config, target, labels) if target is not None
+                  else PrometheusScrapes(directory, config.pipeline.name))
+        decision = decide(source, since, config.serving.check.rules(), time.time())
     except CanaryMetricsError as e:
         raise ConfigError(str(e)) from None
     line = f"serving check: {decision.action} canary {labels.canary}: {decision.why}"
@@ -55,3 +61,20 @@ def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -
         return line + "\n" + move(config, decision.action)
     return line + ("" if apply or decision.action == "wait" else " (--dry-run: nothing changed)")
 
+
+def _endpoint_metrics(config: Config, target, labels) -> EndpointMetrics:
+    """Cloud Monitoring's series of the endpoint's champion (stable) and challenger (canary) deployed models, as
+    the endpoint target recorded and the endpoint confirms (vertex_endpoint.status fails closed otherwise)."""
+    try:
+        record = vertex_endpoint.status(target, config.pipeline.serving_dir)
+    except VertexStateMismatch as e:
+        raise CommandFailed(str(e)) from None
+    champion = record.served(vertex_endpoint.CHAMPION) if record else None
+    challenger = record.served(vertex_endpoint.CHALLENGER) if record else None
+    if champion is None or challenger is None or (champion.version, challenger.version) != (labels.stable,
+                                                                                           labels.canary):
+        raise CommandFailed(f"{target.endpoint} serves {vertex_endpoint.describe(record)}, the serving labels say "
+                            f"stable {labels.stable}, canary {labels.canary}: nothing decided")
+    return EndpointMetrics(target.project, target.region, target.endpoint.rsplit("/", 1)[-1],
+                           {STABLE: champion.deployed_model_id, CANARY: challenger.deployed_model_id},
+                           metric_client(config.serving.check.monitoring_endpoint))

@@ -82,10 +82,9 @@ class FakeMonitoring:
 
     def client(self, address: str):
         """The real client, its gRPC transport on an insecure channel to the stand-in."""
-        from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcTransport
+        from components.canary_monitoring import metric_client
 
-        return monitoring_v3.MetricServiceClient(
-            transport=MetricServiceGrpcTransport(channel=grpc.insecure_channel(address)))
+        return metric_client(address)
 
     def list_time_series(self, pb_request, context):
         request = monitoring_v3.ListTimeSeriesRequest.wrap(pb_request)

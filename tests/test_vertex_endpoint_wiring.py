@@ -4,6 +4,8 @@ the loopback stand-in (pipeline/dryrun/vertex_endpoints.py) through the real goo
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from components import rollout
@@ -111,3 +113,64 @@ def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
     sets = [s for s in _sets(tmp_path, "") if not s.startswith("serving.vertex_endpoint.api_endpoint")]
     with pytest.raises(ConfigError, match="must be gs://"):
         load_config(CONFIG, sets)
+
+
+def _counted(metric: str, model: str, value, end: float) -> dict:
+    """One Cloud Monitoring series of the endpoint with a single one-minute point ending at `end`."""
+    from components.canary_monitoring import DEPLOYED_MODEL, LATENCIES
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end))
+    start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end - 60))
+    latency = metric == LATENCIES
+    return {"metric": {"type": metric, "labels": {DEPLOYED_MODEL: model}},
+            "resource": {"type": "aiplatform.googleapis.com/Endpoint",
+                         "labels": {"endpoint_id": ENDPOINT.rsplit("/", 1)[-1], "location": "us-central1"}},
+            "metricKind": "DELTA", "valueType": "DISTRIBUTION" if latency else "INT64",
+            "points": [{"interval": {"startTime": start, "endTime": stamp},
+                        "value": {"distributionValue": {"count": str(value[0]), "mean": value[1]}} if latency
+                        else {"int64Value": str(value)}}]}
+
+
+def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failing_challenger_back(tmp_path, fake,
+                                                                                                  capsys):
+    from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
+    from pipeline.cli import main
+    from tests.fake_monitoring import FakeMonitoring
+    from tests.test_rollout import _version
+
+    monitoring = FakeMonitoring()
+    address = monitoring.start()
+    try:
+        root = tmp_path / "root"
+        sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={address}",
+                     "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
+        config = load_config(CONFIG, sets)
+        base = config.pipeline.serving_dir
+        target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
+        for number in (1, 2):
+            _version(root / "serving_model" / NAME, number)
+            ve.deploy_canary(target, base, number, ve.upload_version(target, f"{base}/{number}", number), "t")
+            rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+        record = ve.status(target, base)
+        champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))
+        end = rollout.canary_since(base) + 1  # inside the window: after the challenger went out, before the check
+        project = target.project
+        monitoring.series[project] = [
+            _counted(PREDICTION_COUNT, champion, 100, end), _counted(ERROR_COUNT, champion, 0, end),
+            _counted(LATENCIES, champion, (100, 5.0), end),
+            _counted(PREDICTION_COUNT, challenger, 40, end), _counted(ERROR_COUNT, challenger, 10, end),
+            _counted(LATENCIES, challenger, (50, 5.0), end)]
+        time.sleep(max(0.0, end + 1 - time.time()))
+        args = ["--config", CONFIG, *[x for s in sets for x in ("--set", s)]]
+
+        assert main(["serving", "check", "--stable-url", "http://127.0.0.1:1/m", *args]) == 2  # scrapes: TF Serving's
+        assert "Cloud Monitoring" in capsys.readouterr().err
+        assert main(["serving", "check", *args]) == 0
+        out = capsys.readouterr().out
+        assert "rollback canary 2" in out and "20.00%" in out, out
+        assert rollout.labels(base) == Labels(1) and ve.status(target, base).challenger is None
+        assert [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]] == [champion]
+        asked = {r.filter.split('"')[1] for r in monitoring.requests}
+        assert asked == {PREDICTION_COUNT, ERROR_COUNT, LATENCIES}
+    finally:
+        monitoring.stop()

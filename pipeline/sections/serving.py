@@ -38,6 +38,18 @@ class CheckSection(Section):
     # there (components/canary_check_component.py): a run then starts from what the evidence says should serve.
     # Off in every shipped config: without a recorder of scrapes the step can only wait (docs/serving.md).
     before_run: bool = False
+    # With serving.target vertex_endpoint the command reads Cloud Monitoring instead of scrapes: empty is
+    # monitoring.googleapis.com with the application's default credentials; 127.0.0.1:PORT is a loopback stand-in
+    # (plain gRPC, for tests).
+    monitoring_endpoint: str = ""
+
+    @field_validator("monitoring_endpoint")
+    @classmethod
+    def _monitoring(cls, v: str) -> str:
+        if v and not re.match(r"^127\.0\.0\.1:[0-9]{1,5}$", v):
+            raise ValueError(f"serving.check.monitoring_endpoint {v!r}: empty (monitoring.googleapis.com) or "
+                             "127.0.0.1:PORT (a loopback stand-in)")
+        return v
 
     @field_validator("metrics_dir")
     @classmethod
