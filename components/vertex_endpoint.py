@@ -129,8 +129,6 @@ def deploy_canary(target: Target, base: str, version: int, model_version_id: str
                   share: Optional[int] = None) -> Record:
     """Deploy the challenger with `share` percent (default: the canary's); the champion keeps the rest. With no
     champion deployed yet, or share 100, the challenger gets all traffic and is promoted at once."""
-    from google.cloud import aiplatform_v1
-
     current = status(target, base)
     champion = current.served(CHAMPION) if current else None
     if current is not None and current.challenger:
@@ -140,19 +138,26 @@ def deploy_canary(target: Target, base: str, version: int, model_version_id: str
     share = target.canary_percent if share is None else share
     share = 100 if champion is None else share
     _, endpoints = _clients(target)
-    deployed = aiplatform_v1.DeployedModel(
-        model=f"{target.model}@{model_version_id}", display_name=f"{target.display_name}-{version}",
-        dedicated_resources=aiplatform_v1.DedicatedResources(
-            machine_spec=aiplatform_v1.MachineSpec(machine_type=target.machine_type),
-            min_replica_count=target.min_replicas, max_replica_count=target.max_replicas))
     split = {"0": share, **({champion.deployed_model_id: 100 - share} if champion and share < 100 else {})}
-    operation = endpoints.deploy_model(endpoint=target.endpoint, deployed_model=deployed, traffic_split=split)
-    new = Served(version, model_version_id, operation.result(timeout=OPERATION_TIMEOUT_SECONDS).deployed_model.id)
+    new = _deploy(target, endpoints, version, model_version_id, split)
     models, _ = _clients(target)
     models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHALLENGER])
     record = _record(base, "push", champion, new, _split(endpoints, target),
                      by, f"deployed version {version} at {share}%")
     return promote(target, base, by, why="direct") if share == 100 else record
+
+
+def _deploy(target: Target, endpoints, version: int, model_version_id: str, split: dict) -> Served:
+    """Deploy a registry version to the endpoint with `split` ("0": the model being deployed)."""
+    from google.cloud import aiplatform_v1
+
+    deployed = aiplatform_v1.DeployedModel(
+        model=f"{target.model}@{model_version_id}", display_name=f"{target.display_name}-{version}",
+        dedicated_resources=aiplatform_v1.DedicatedResources(
+            machine_spec=aiplatform_v1.MachineSpec(machine_type=target.machine_type),
+            min_replica_count=target.min_replicas, max_replica_count=target.max_replicas))
+    operation = endpoints.deploy_model(endpoint=target.endpoint, deployed_model=deployed, traffic_split=split)
+    return Served(version, model_version_id, operation.result(timeout=OPERATION_TIMEOUT_SECONDS).deployed_model.id)
 
 
 def promote(target: Target, base: str, by: str, why: str = "") -> Record:
@@ -173,15 +178,21 @@ def promote(target: Target, base: str, by: str, why: str = "") -> Record:
                    f"version {challenger.version} is champion" + (f": {why}" if why else ""))
 
 
-def rollback(target: Target, base: str, by: str, why: str = "") -> Record:
+def rollback(target: Target, base: str, by: str, why: str = "", to: Optional[int] = None) -> Record:
     """Give the champion all traffic again (the split before the challenger), take `challenger` off its registry
-    version and undeploy it. A promoted champion is not rolled back here: that redeploys an old version (not built)."""
+    version and undeploy it. With `to` (a version uploaded before): drop a challenger out, then redeploy `to`'s
+    registry version with all traffic, make it champion and undeploy the champion it replaces."""
     models, endpoints = _clients(target)
     current = status(target, base)
     challenger = current.served(CHALLENGER) if current else None
+    if to is not None:
+        if challenger is not None:
+            dropped = rollback(target, base, by, why=f"rolling back to version {to}")
+            if dropped.served(CHAMPION).version == to:
+                return dropped
+        return _redeploy(target, base, by, to, why)
     if challenger is None:
-        raise RolloutError(f"no challenger is deployed on {target.endpoint}; rolling a champion back to an earlier "
-                           "version on a Vertex endpoint (a redeploy) is not built")
+        raise RolloutError(f"no challenger is deployed on {target.endpoint}; name the version to roll back to")
     champion = current.served(CHAMPION)
     if champion is None:
         raise RolloutError(f"no champion on {target.endpoint} to give the traffic back to")
@@ -191,6 +202,25 @@ def rollback(target: Target, base: str, by: str, why: str = "") -> Record:
                                  version_aliases=[f"-{CHALLENGER}"])
     return _record(base, "rollback", champion, None, _split(endpoints, target), by,
                    f"challenger {challenger.version} undeployed" + (f": {why}" if why else ""))
+
+
+def _redeploy(target: Target, base: str, by: str, to: int, why: str) -> Record:
+    models, endpoints = _clients(target)
+    current = status(target, base)
+    champion = current.served(CHAMPION) if current else None
+    if champion is not None and champion.version == to:
+        raise RolloutError(f"version {to} is the champion on {target.endpoint} already")
+    uploaded = [s for r in records(base) for s in (r.served(CHAMPION), r.served(CHALLENGER)) if s and s.version == to]
+    if not uploaded:
+        raise RolloutError(f"version {to} was never uploaded to {target.model} (no record in {base}/{RECORDS_DIR})")
+    model_version_id = uploaded[-1].model_version_id
+    restored = _deploy(target, endpoints, to, model_version_id, {"0": 100})  # the split now names it alone
+    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHAMPION, DEFAULT])
+    if champion is not None:
+        endpoints.undeploy_model(endpoint=target.endpoint, deployed_model_id=champion.deployed_model_id
+                                 ).result(timeout=OPERATION_TIMEOUT_SECONDS)
+    return _record(base, "rollback", restored, None, _split(endpoints, target), by,
+                   f"version {to} redeployed as champion" + (f": {why}" if why else ""))
 
 
 def _split(endpoints, target: Target) -> dict:

@@ -62,11 +62,8 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
         try:
             endpoint = endpoint_target(config)
             if endpoint is not None:  # the endpoint first; the TF Serving labels follow it (stable = champion)
-                if to is not None:
-                    raise RolloutError("serving rollback --to VERSION on a Vertex endpoint (a redeploy of an old "
-                                       "version) is not built; rollback drops the challenger")
                 moved = (vertex_endpoint.promote(endpoint, base, by) if action == "promote"
-                         else vertex_endpoint.rollback(endpoint, base, by))
+                         else vertex_endpoint.rollback(endpoint, base, by, to=_back_to(base, to)))
                 by = f"{by}; vertex endpoint: {moved.note}"
             event = (rollout.promote(base, name, by) if action == "promote"
                      else rollout.rollback(base, name, by, to))
@@ -74,3 +71,17 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
             raise CommandFailed(str(e)) from None
     return f"{action}: {event.describe()}\n{status(config)}"
 
+
+def _back_to(base: str, to: Optional[int]) -> Optional[int]:
+    """The version a rollback on the endpoint redeploys, as the labels' rollback will choose it (rollout.rollback):
+    `to`, or with no canary out the previous stable; None: drop the canary. Refused before the endpoint moves."""
+    labels = rollout.labels(base)
+    if to is None and labels.canary is not None:
+        return None
+    back = to if to is not None else rollout.previous_stable(base, labels.stable)
+    if back is None:
+        raise RolloutError(f"no stable version before {labels.stable} in {base}'s label history; "
+                           "name one with --to VERSION")
+    if back not in {v.number for v in serving_dir.versions(base)}:
+        raise RolloutError(f"version {back} is not in {base}; nothing changed")
+    return back

@@ -102,8 +102,16 @@ def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path,
     rollout.after_push(base, NAME, 3, "canary", "run-3")
     assert main(["serving", "rollback", *args]) == 0
     assert rollout.labels(base) == Labels(2) and ve.status(target, base).challenger is None
-    assert main(["serving", "rollback", "--to", "1", *args]) == 1
-    assert "not built" in capsys.readouterr().err
+    assert main(["serving", "rollback", "--to", "7", *args]) == 1  # not on disk: refused before the endpoint moves
+    assert "version 7 is not in" in capsys.readouterr().err and ve.status(target, base).served(ve.CHAMPION).version == 2
+    assert main(["serving", "rollback", "--to", "1", *args]) == 0  # a promoted champion back: version 1 redeployed
+    record = ve.status(target, base)
+    assert rollout.labels(base) == Labels(1) and record.served(ve.CHAMPION).version == 1 and record.challenger is None
+    restored = record.served(ve.CHAMPION).deployed_model_id
+    assert [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]] == [restored]
+    assert record.split == {restored: 100}
+    assert main(["serving", "rollback", *args]) == 0  # no challenger out: the stable before (2), redeployed
+    assert rollout.labels(base) == Labels(2) and ve.status(target, base).served(ve.CHAMPION).version == 2
     fake.endpoints[ENDPOINT]["trafficSplit"] = {}  # changed behind our back: every command fails closed
     assert main(["serving", "status", *args]) == 1
     assert "traffic_split" in capsys.readouterr().err
