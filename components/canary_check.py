@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+from components.errors import CanaryUnobserved
 from components.model_config import CANARY, STABLE
 
 TRACKS = (STABLE, CANARY)
@@ -35,13 +36,9 @@ class Window:
         return self.latency_ms / self.latency_count if self.latency_count else None
 
 
-class Unobserved(Exception):
-    """A source can't show both tracks over the window yet (too few scrapes, no series): wait, saying why."""
-
-
 class MetricSource(Protocol):
     def windows(self, since: float, now: float) -> dict:
-        """{stable: Window, canary: Window} over (since, now]; raises Unobserved (wait) or an error of its own."""
+        """{stable: Window, canary: Window} over (since, now]; raises CanaryUnobserved (wait) or an error of its own."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +64,7 @@ def decide(source: MetricSource, canary_since: float, rules: Rules, now: float) 
                                 f"({rules.min_canary_minutes:g})")
     try:
         windows = source.windows(canary_since, now)
-    except Unobserved as e:
+    except CanaryUnobserved as e:
         return Decision("wait", str(e))
     stable, canary = windows[STABLE], windows[CANARY]
     if canary.total < rules.min_requests:

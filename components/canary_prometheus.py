@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from components.canary_check import TRACKS, Unobserved, Window
-from components.errors import CanaryMetricsError
+from components.canary_check import TRACKS, Window
+from components.errors import CanaryMetricsError, CanaryUnobserved
 from components.storage import storage_for
 
 # tensorflow_serving/servables/tensorflow/util.cc: Counter "/tensorflow/serving/request_count" (labels model_name,
@@ -98,6 +98,6 @@ class PrometheusScrapes:
         for track in TRACKS:
             series = [(when, text) for when, text in recorded(str(self.directory), track, since) if when <= now]
             if len(series) < 2:
-                raise Unobserved(f"{len(series)} scrape(s) of {track} since the canary went out; two are needed")
+                raise CanaryUnobserved(f"{len(series)} scrape(s) of {track} since the canary went out; two are needed")
             out[track] = _delta(parse(series[0][1], self.model_name), parse(series[-1][1], self.model_name))
         return out

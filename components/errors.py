@@ -73,3 +73,8 @@ class CanaryMetricsError(ComponentError, ValueError):
 class VertexStateMismatch(ComponentError, RuntimeError):
     """What the Vertex endpoint or the Model Registry says serves is not what our record in the serving dir says
     (someone changed the endpoint by hand, or a move failed midway); the message names both. Nothing is moved."""
+
+
+class CanaryUnobserved(ComponentError):
+    """A canary check's source can't show both tracks over the window yet (too few scrapes, no series): the check
+    waits, saying why; nothing moves."""

@@ -69,6 +69,15 @@ class JobRefused(ProjectError, ValueError):
     """A CustomJob asks for something the dry run's training service cannot run here; names the field."""
 
 
+class StandInRefused(ProjectError, ValueError):
+    """A request a dry run's stand-in of a Google API refuses as the API would (pipeline/dryrun/vertex_endpoints.py):
+    its HTTP status and a message naming the field; the stand-in answers it in Google's JSON error format."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
 # Most specific first: the first entry an error is an instance of gives its exit code.
 _EXIT_CODES = ((ConfigError, EXIT_BAD_CONFIG), (RunLocked, EXIT_BUSY), (CommandFailed, EXIT_FAILED),
                (SnapshotError, EXIT_FAILED))

@@ -45,17 +45,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 from urllib.parse import parse_qs, unquote, urlparse
 
+from pipeline.errors import StandInRefused
+
 ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
 DEFAULT = "default"
 _LOC = r"projects/[^/]+/locations/[^/]+"
 _TYPES = "type.googleapis.com/google.cloud.aiplatform.v1."
 _STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS"}
-
-
-class Refused(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 class VertexEndpoints:
@@ -123,7 +119,7 @@ class VertexEndpoints:
                 if m and verb == method:
                     try:
                         return 200, handler(query, body, **m.groupdict())
-                    except Refused as e:
+                    except StandInRefused as e:
                         return e.status, {"error": {"code": e.status, "message": str(e),
                                                     "status": _STATUS[e.status]}}
         return 404, {"error": {"code": 404, "message": f"vertex_endpoints has no route for {method} {path}",
@@ -142,7 +138,7 @@ class VertexEndpoints:
 
     def _get_operation(self, query, body, name):
         if name not in self.operations:
-            raise Refused(404, f"Operation {name} not found")
+            raise StandInRefused(404, f"Operation {name} not found")
         return self.operations[name]
 
     def _model(self, name: str) -> tuple[dict, Optional[dict]]:
@@ -150,18 +146,18 @@ class VertexEndpoints:
         base, _, ref = name.partition("@")
         model = self.models.get(base)
         if model is None:
-            raise Refused(404, f"Model {base} not found")
+            raise StandInRefused(404, f"Model {base} not found")
         if not ref:
             return model, None
         for vid, version in model["versions"].items():
             if ref == vid or ref in version["versionAliases"]:
                 return model, version
-        raise Refused(404, f"Model {name}: no version {ref!r}")
+        raise StandInRefused(404, f"Model {name}: no version {ref!r}")
 
     @staticmethod
     def _check_alias(alias: str, field: str) -> None:
         if not ALIAS.match(alias):
-            raise Refused(400, f"{field}: alias {alias!r} does not match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9]")
+            raise StandInRefused(400, f"{field}: alias {alias!r} does not match [a-z][a-zA-Z0-9-]{{0,126}}[a-z0-9]")
 
     @staticmethod
     def _give(model: dict, version: dict, alias: str) -> None:
@@ -175,9 +171,9 @@ class VertexEndpoints:
         sent = body.get("model") or {}
         for field in ("displayName",):
             if not sent.get(field):
-                raise Refused(400, f"model.{field} is required")
+                raise StandInRefused(400, f"model.{field} is required")
         if not (sent.get("containerSpec") or {}).get("imageUri"):
-            raise Refused(400, "model.containerSpec.imageUri is required for a custom-trained model")
+            raise StandInRefused(400, "model.containerSpec.imageUri is required for a custom-trained model")
         aliases = list(sent.get("versionAliases") or [])
         for alias in aliases:
             self._check_alias(alias, "model.versionAliases")
@@ -187,7 +183,7 @@ class VertexEndpoints:
         else:
             name = f"{parent}/models/{body.get('modelId') or self._next_id()}"
             if name in self.models:
-                raise Refused(409, f"Model {name} already exists; upload a version with parent_model")
+                raise StandInRefused(409, f"Model {name} already exists; upload a version with parent_model")
             model = self.models[name] = {"displayName": sent["displayName"], "versions": {}}
         vid = str(len(model["versions"]) + 1)
         version = {**sent, "name": name, "versionId": vid, "versionAliases": []}
@@ -207,14 +203,14 @@ class VertexEndpoints:
     def _merge_aliases(self, query, body, name):
         model, version = self._model(name)
         if version is None:
-            raise Refused(400, f"name {name}: mergeVersionAliases needs a version (models/M@VERSION)")
+            raise StandInRefused(400, f"name {name}: mergeVersionAliases needs a version (models/M@VERSION)")
         aliases = list(body.get("versionAliases") or [])
         if not aliases:
-            raise Refused(400, "version_aliases is required")
+            raise StandInRefused(400, "version_aliases is required")
         for alias in aliases:
             self._check_alias(alias.removeprefix("-"), "version_aliases")
             if alias == f"-{DEFAULT}":
-                raise Refused(400, "version_aliases: -default: one version must carry the default alias at all "
+                raise StandInRefused(400, "version_aliases: -default: one version must carry the default alias at all "
                                    "times; give default to another version instead")
         for alias in aliases:
             if alias.startswith("-"):
@@ -227,7 +223,7 @@ class VertexEndpoints:
     # --- endpoints --------------------------------------------------------------------------------------------
     def _endpoint(self, name: str) -> dict:
         if name not in self.endpoints:
-            raise Refused(404, f"Endpoint {name} not found")
+            raise StandInRefused(404, f"Endpoint {name} not found")
         return self.endpoints[name]
 
     @staticmethod
@@ -235,10 +231,10 @@ class VertexEndpoints:
         split = {k: int(v) for k, v in split.items()}
         unknown = sorted(set(split) - deployed)
         if unknown:
-            raise Refused(400, f"{field} names {', '.join(unknown)}, not a DeployedModel of this endpoint "
+            raise StandInRefused(400, f"{field} names {', '.join(unknown)}, not a DeployedModel of this endpoint "
                                f"(deployed: {', '.join(sorted(deployed)) or 'none'})")
         if any(v < 0 for v in split.values()) or (split and sum(split.values()) != 100):
-            raise Refused(400, f"{field} percentages add up to {sum(split.values())}; they must add up to 100")
+            raise StandInRefused(400, f"{field} percentages add up to {sum(split.values())}; they must add up to 100")
         return split
 
     def _get_endpoint(self, query, body, name):
@@ -248,10 +244,11 @@ class VertexEndpoints:
         endpoint = self._endpoint(name)
         mask = [m.strip() for m in ",".join(query.get("updateMask") or []).split(",") if m.strip()]
         if not mask:
-            raise Refused(400, "update_mask is required")
+            raise StandInRefused(400, "update_mask is required")
         for field in mask:
             if field not in ("trafficSplit", "traffic_split"):
-                raise Refused(400, f"update_mask: {field} is not updatable here (the stand-in updates trafficSplit)")
+                raise StandInRefused(400, f"update_mask: {field} is not updatable here "
+                                          "(the stand-in updates trafficSplit)")
         deployed = {d["id"] for d in endpoint["deployedModels"]}
         endpoint["trafficSplit"] = self._check_split(body.get("trafficSplit") or {}, deployed, "traffic_split")
         return endpoint
@@ -260,17 +257,17 @@ class VertexEndpoints:
         endpoint = self._endpoint(name)
         deployed = dict(body.get("deployedModel") or {})
         if not deployed.get("model"):
-            raise Refused(400, "deployed_model.model is required")
+            raise StandInRefused(400, "deployed_model.model is required")
         model, version = self._model(deployed["model"])
         resources = deployed.get("dedicatedResources") or {}
         low, high = int(resources.get("minReplicaCount") or 0), int(resources.get("maxReplicaCount") or 0)
         if low < 1:
-            raise Refused(400, "deployed_model.dedicated_resources.min_replica_count must be at least 1")
+            raise StandInRefused(400, "deployed_model.dedicated_resources.min_replica_count must be at least 1")
         if high and high < low:
-            raise Refused(400, f"deployed_model.dedicated_resources.max_replica_count {high} is below "
+            raise StandInRefused(400, f"deployed_model.dedicated_resources.max_replica_count {high} is below "
                                f"min_replica_count {low}")
         if not (resources.get("machineSpec") or {}).get("machineType"):
-            raise Refused(400, "deployed_model.dedicated_resources.machine_spec.machine_type is required")
+            raise StandInRefused(400, "deployed_model.dedicated_resources.machine_spec.machine_type is required")
         ids = {d["id"] for d in endpoint["deployedModels"]}
         split = self._check_split(body.get("trafficSplit") or {}, ids | {"0"}, "traffic_split")
         new_id = self._next_id()
@@ -288,12 +285,12 @@ class VertexEndpoints:
         target = body.get("deployedModelId") or ""
         ids = {d["id"] for d in endpoint["deployedModels"]}
         if target not in ids:
-            raise Refused(404, f"deployed_model_id {target!r} is not deployed on {name}")
+            raise StandInRefused(404, f"deployed_model_id {target!r} is not deployed on {name}")
         split = endpoint["trafficSplit"]
         if body.get("trafficSplit"):
             split = self._check_split(body["trafficSplit"], ids, "traffic_split")
         if split.get(target, 0) > 0 and len(ids) > 1:
-            raise Refused(400, f"deployed model {target} still has {split[target]}% of {name}'s traffic_split; "
+            raise StandInRefused(400, f"deployed model {target} still has {split[target]}% of {name}'s traffic_split; "
                                "move its traffic first or pass a traffic_split that takes it away")
         endpoint["deployedModels"] = [d for d in endpoint["deployedModels"] if d["id"] != target]
         endpoint["trafficSplit"] = {k: v for k, v in split.items() if k != target} if len(ids) > 1 else {}
