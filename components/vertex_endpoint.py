@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Optional
 
+from components import gcs
 from components.errors import RolloutError, VertexStateMismatch
 from components.storage import storage_for
 
@@ -116,7 +117,8 @@ def upload_version(target: Target, artifact_uri: str, version: int) -> str:
         parent_model, model_id = target.model, ""
     except gexc.NotFound:
         parent_model, model_id = "", target.model_id
-    model = aiplatform_v1.Model(display_name=target.display_name, artifact_uri=artifact_uri,
+    # A path under the bucket mount (Vertex's /gcs/, a dry run's mapped bucket) is uploaded as its gs:// URI.
+    model = aiplatform_v1.Model(display_name=target.display_name, artifact_uri=gcs.api_uri(artifact_uri),
                                 version_description=f"serving dir version {version}",
                                 container_spec=aiplatform_v1.ModelContainerSpec(image_uri=target.image_uri))
     operation = models.upload_model(request=aiplatform_v1.UploadModelRequest(

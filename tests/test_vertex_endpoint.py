@@ -9,10 +9,19 @@ from google.cloud import aiplatform_v1
 
 from components import vertex_endpoint as ve
 from components.errors import RolloutError, VertexStateMismatch
+from components.gcs import api_uri
 from pipeline.dryrun.vertex_endpoints import VertexEndpoints
 
 LOC = "projects/p/locations/us-central1"
 IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+
+
+@pytest.fixture(autouse=True)
+def mounted(tmp_path, monkeypatch):
+    """tmp_path as the bucket mount (Vertex's /gcs/): versions under it are uploaded as their gs:// URIs."""
+    from components.gcs import MOUNT_ENV
+
+    monkeypatch.setenv(MOUNT_ENV, str(tmp_path))
 
 
 @pytest.fixture
@@ -49,7 +58,8 @@ def test_upload_deploy_promote_rollback(fake, tmp_path):
 
     second = _push(target, base, 2)
     upload = [b for m, p, b in fake.requests if p.endswith("models:upload")][-1]
-    assert upload["parentModel"] == f"{LOC}/models/penguin" and upload["model"]["artifactUri"] == f"{base}/2"
+    assert upload["parentModel"] == f"{LOC}/models/penguin" and upload["model"]["artifactUri"] == api_uri(f"{base}/2")
+    assert upload["model"]["artifactUri"].startswith("gs://")
     assert _aliases(fake, "2") == ["challenger"] and _aliases(fake, "1") == ["champion", "default"]
     challenger_dm = second.served(ve.CHALLENGER).deployed_model_id
     assert fake.endpoints[target.endpoint]["trafficSplit"] == {champion_dm: 90, challenger_dm: 10}
@@ -156,8 +166,14 @@ def test_rule_alias_format(fake, tmp_path):
         _models(fake).merge_version_aliases(name=f"{LOC}/models/penguin@1", version_aliases=["Champion_1"])
 
 
+def test_rule_artifact_uri_is_gcs(fake, tmp_path):
+    with pytest.raises(gexc.BadRequest, match="artifactUri"):
+        ve.upload_version(_target(fake), "/elsewhere/1", 1)  # outside the mount: a local path Vertex can't read
+
+
 def test_rule_parent_model_must_exist(fake):
-    model = aiplatform_v1.Model(display_name="x", container_spec=aiplatform_v1.ModelContainerSpec(image_uri=IMAGE))
+    model = aiplatform_v1.Model(display_name="x", artifact_uri="gs://b/m/1",
+                                container_spec=aiplatform_v1.ModelContainerSpec(image_uri=IMAGE))
     with pytest.raises(gexc.NotFound, match="models/nope"):
         _models(fake).upload_model(request=aiplatform_v1.UploadModelRequest(
             parent=LOC, model=model, parent_model=f"{LOC}/models/nope")).result()

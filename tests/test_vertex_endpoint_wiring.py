@@ -29,6 +29,11 @@ def fake():
     f.stop()
 
 
+def _uploaded(target, number):
+    """A registry version of serving dir version `number`, uploaded from where Vertex reads it (Cloud Storage)."""
+    return ve.upload_version(target, f"gs://my-bucket/serving/{number}", number)
+
+
 def _sets(root, fake_url, *extra):
     return [f"pipeline.root={root}", "serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
             "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={fake_url}", *extra]
@@ -54,16 +59,21 @@ def test_target_vertex_endpoint_needs_its_section():
         load_config(CONFIG, ["serving.target=vertex_endpoint"])
 
 
-def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake):
+def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_bucket, gcs_emulator, monkeypatch):
     from components import serving_gate
+    from components.gcs import MOUNT_ENV
     from components.pusher import VERTEX
     from tests import serving_models
+
+    # As on Vertex (and in a dry run): the serving dir under the bucket mount, the push's claims on GCS.
+    monkeypatch.setenv(MOUNT_ENV, str(tmp_path / "gcs"))
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.url)
 
     config = load_config(CONFIG, _sets(tmp_path / "root", fake.url, "serving.rollout=canary"))
     target = config.serving.endpoint_target(config.vertex, NAME)
     settings = serving_gate.GateSettings(model_name=NAME, warmup_requests=2, rollout="canary", vertex_endpoint=target)
     examples = serving_models.eval_split(tmp_path / "examples")
-    base = tmp_path / "serving"
+    base = tmp_path / "gcs" / gcs_bucket.name / "serving"
     first = serving_models.push(tmp_path, serving_models.save_model(tmp_path / "a", 0.5), examples, base, "a", settings)
     second = serving_models.push(tmp_path, serving_models.save_model(tmp_path / "b", 0.7), examples, base, "b",
                                  settings)
@@ -74,7 +84,8 @@ def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake):
     assert (record.served(ve.CHAMPION).version, record.served(ve.CHALLENGER).version) == (v1, v2)
     assert sorted(record.split.values()) == [10, 90]
     upload = [b for m, p, b in fake.requests if p.endswith("models:upload")][-1]
-    assert upload["model"]["artifactUri"] == f"{base}/{v2}" and upload["parentModel"].endswith("/models/penguin")
+    assert upload["model"]["artifactUri"] == f"gs://{gcs_bucket.name}/serving/{v2}"
+    assert upload["parentModel"].endswith("/models/penguin")
     assert rollout.labels(str(base)) == Labels(v1, v2)  # the TF Serving labels follow: stable = champion
 
 
@@ -88,7 +99,7 @@ def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path,
     target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
     for number in (1, 2):  # what two canary pushes leave (the Pusher's own test above pushes real models)
         _version(root / "serving_model" / NAME, number)
-        ve.deploy_canary(target, base, number, ve.upload_version(target, f"{base}/{number}", number), "t")
+        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
         rollout.after_push(base, NAME, number, "canary", f"run-{number}")
     args = ["--config", CONFIG, *[x for s in _sets(root, fake.url) for x in ("--set", s)]]
 
@@ -97,7 +108,7 @@ def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path,
     assert main(["serving", "promote", *args]) == 0
     assert rollout.labels(base) == Labels(2) and ve.status(target, base).served(ve.CHAMPION).version == 2
     assert len(fake.endpoints[ENDPOINT]["deployedModels"]) == 1
-    ve.deploy_canary(target, base, 3, ve.upload_version(target, f"{base}/3", 3), "t")
+    ve.deploy_canary(target, base, 3, _uploaded(target, 3), "t")
     _version(root / "serving_model" / NAME, 3)
     rollout.after_push(base, NAME, 3, "canary", "run-3")
     assert main(["serving", "rollback", *args]) == 0
@@ -157,7 +168,7 @@ def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failin
         target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
         for number in (1, 2):
             _version(root / "serving_model" / NAME, number)
-            ve.deploy_canary(target, base, number, ve.upload_version(target, f"{base}/{number}", number), "t")
+            ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
             rollout.after_push(base, NAME, number, "canary", f"run-{number}")
         record = ve.status(target, base)
         champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))

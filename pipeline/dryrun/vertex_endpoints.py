@@ -32,6 +32,10 @@ Rule (source):
 9. deployModel's model names an existing model version; dedicated resources need a machine type and
    min_replica_count >= 1 (endpoint.proto DeployedModel.model; machine_resources.proto DedicatedResources,
    "must be greater than or equal to 1"); max_replica_count below min is not documented either way: refused.
+10. Upload's model.artifactUri is a gs:// directory. model.proto says only "the path to the directory containing
+   the Model artifact"; Vertex's serving containers read it from Cloud Storage and every Google sample passes a
+   gs:// URI (https://cloud.google.com/vertex-ai/docs/samples/aiplatform-upload-model-sample): a local path, which
+   a dry run's mapped serving dir would send unless converted, is refused (fail closed).
 
 Not modelled: etags, IAM, quotas, operation metadata, models deployed on other endpoints, pagination.
 """
@@ -174,6 +178,8 @@ class VertexEndpoints:
                 raise StandInRefused(400, f"model.{field} is required")
         if not (sent.get("containerSpec") or {}).get("imageUri"):
             raise StandInRefused(400, "model.containerSpec.imageUri is required for a custom-trained model")
+        if not str(sent.get("artifactUri", "")).startswith("gs://"):
+            raise StandInRefused(400, f"model.artifactUri {sent.get('artifactUri')!r}: a gs:// directory (rule 10)")
         aliases = list(sent.get("versionAliases") or [])
         for alias in aliases:
             self._check_alias(alias, "model.versionAliases")
