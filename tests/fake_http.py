@@ -1,14 +1,12 @@
-"""What the local JSON fakes (fake_vertex.py, fake_google_apis.py) share: a threaded
-HTTP server on 127.0.0.1 that hands every request to the fake's `_serve` and
-answers in JSON, and Google's JSON error format."""
+"""What the local JSON fakes (fake_vertex.py, fake_google_apis.py) share: the loopback JSON server
+(pipeline/dryrun/json_server.py, which the dry run's stand-ins use too), the requests as tests read them back,
+and a hook that records what it is sent."""
 
 from __future__ import annotations
 
-import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+
+from pipeline.dryrun.json_server import JsonServer
 
 
 @dataclass
@@ -21,54 +19,6 @@ class Request:
     headers: dict = field(default_factory=dict)
 
 
-_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
-           500: "INTERNAL"}
-
-
-class JsonServer:
-    """Subclasses implement _serve(method, path, query, body) -> (HTTP status, JSON answer)."""
-
-    def _serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
-        raise NotImplementedError
-
-    def _dispatch(self, method: str, path: str, query: dict, body: dict, headers: dict) -> tuple[int, dict]:
-        """What the handler calls; a fake that reads request headers (auth) overrides this instead."""
-        return self._serve(method, path, query, body)
-
-    def start(self) -> str:
-        """Serve in a daemon thread; returns the base URL."""
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep pytest output clean
-                pass
-
-            def _handle(self):
-                url = urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-                status, answer = fake._dispatch(self.command, url.path, parse_qs(url.query), body,
-                                                {k.lower(): v for k, v in self.headers.items()})
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_DELETE = do_PATCH = _handle
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    @staticmethod
-    def error(status: int, message: str) -> tuple[int, dict]:
-        return status, {"error": {"code": status, "message": message, "status": _STATUS[status]}}
 
 
 @dataclass

@@ -42,23 +42,21 @@ Not modelled: etags, IAM, quotas, operation metadata, models deployed on other e
 
 from __future__ import annotations
 
-import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import unquote
 
+from pipeline.dryrun.json_server import JsonServer
 from pipeline.errors import StandInRefused
 
 ALIAS = re.compile(r"^[a-z][a-zA-Z0-9-]{0,126}[a-z0-9]$")
 DEFAULT = "default"
 _LOC = r"projects/[^/]+/locations/[^/]+"
 _TYPES = "type.googleapis.com/google.cloud.aiplatform.v1."
-_STATUS = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 409: "ALREADY_EXISTS"}
 
 
-class VertexEndpoints:
+class VertexEndpoints(JsonServer):
     """Registry models and endpoints in memory. `add_endpoint` creates an endpoint (we never create one: the config
     names an existing endpoint)."""
 
@@ -75,35 +73,9 @@ class VertexEndpoints:
                                 "trafficSplit": {}}
         return name
 
-    # --- HTTP -------------------------------------------------------------------------------------------------
-    def start(self) -> str:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _handle(self):
-                url = urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else {}
-                status, answer = fake.serve(self.command, unquote(url.path), parse_qs(url.query), body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_DELETE = do_PATCH = _handle
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    # --- HTTP (pipeline/dryrun/json_server.py) ----------------------------------------------------------------
+    def _serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
+        return self.serve(method, unquote(path), query, body)  # the client escapes the "@" of models/M@VERSION
 
     def serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
         routes = [
@@ -124,10 +96,8 @@ class VertexEndpoints:
                     try:
                         return 200, handler(query, body, **m.groupdict())
                     except StandInRefused as e:
-                        return e.status, {"error": {"code": e.status, "message": str(e),
-                                                    "status": _STATUS[e.status]}}
-        return 404, {"error": {"code": 404, "message": f"vertex_endpoints has no route for {method} {path}",
-                               "status": "NOT_FOUND"}}
+                        return self.error(e.status, str(e))
+        return self.error(404, f"vertex_endpoints has no route for {method} {path}")
 
     # --- the registry -----------------------------------------------------------------------------------------
     def _next_id(self) -> str:
