@@ -6,10 +6,11 @@ Why and sources: docs/serving.md, "`serving check`"."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Callable, Optional, Protocol
 
+from components import rollout
 from components.errors import CanaryUnobserved
-from components.model_config import CANARY, STABLE
+from components.model_config import CANARY, STABLE, Labels
 
 TRACKS = (STABLE, CANARY)
 OK = "OK"  # the status of a request answered without error, whatever the source calls it
@@ -84,3 +85,14 @@ def decide(source: MetricSource, canary_since: float, rules: Rules, now: float) 
     latency = f", mean latency {means[CANARY]:.1f} ms vs {means[STABLE]:.1f} ms" if timed else ""
     return Decision("promote", f"over {age:.0f} min and {canary.total:.0f} requests the canary's error rate "
                                f"{errors[CANARY]:.2%} vs stable's {errors[STABLE]:.2%}{latency}")
+
+
+def judge(base: str, source_for: Callable[[Labels], MetricSource], rules: Rules,
+          now: float) -> tuple[str, Optional[Decision]]:
+    """The decision on the canary out now in serving dir `base`, and the line saying it; no decision when none is
+    out. `source_for(labels)` gives the metric source of those labels' tracks."""
+    current = rollout.labels(base)
+    if current.canary is None:
+        return f"serving check: no canary is out (stable {current.stable}); nothing to decide", None
+    decision = decide(source_for(current), rollout.canary_since(base), rules, now)
+    return f"serving check: {decision.action} canary {current.canary}: {decision.why}", decision

@@ -16,7 +16,7 @@ from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import component_spec
 
 from components import lease, rollout
-from components.canary_check import Rules, decide
+from components.canary_check import Rules, judge
 from components.canary_prometheus import PrometheusScrapes
 
 SERVING_DIR, MODEL_NAME, METRICS_DIR, RULES = "serving_dir", "model_name", "metrics_dir", "rules"
@@ -30,12 +30,10 @@ CHECKED_AT = "checked_at"
 def check_and_move(base: str, model_name: str, metrics_dir: str, rules: Rules, by: str,
                    now: Optional[float] = None) -> str:
     """Decide on the canary out (if any) and apply it to the labels; the line says what and why."""
-    current = rollout.labels(base)
-    if current.canary is None:
-        return f"serving check: no canary is out (stable {current.stable}); nothing to decide"
-    decision = decide(PrometheusScrapes(metrics_dir, model_name), rollout.canary_since(base), rules,
-                      time.time() if now is None else now)
-    line = f"serving check: {decision.action} canary {current.canary}: {decision.why}"
+    line, decision = judge(base, lambda _: PrometheusScrapes(metrics_dir, model_name), rules,
+                           time.time() if now is None else now)
+    if decision is None:
+        return line
     if decision.action == "promote":
         return f"{line}\n{rollout.promote(base, model_name, by, why=decision.why).describe()}"
     if decision.action == "rollback":

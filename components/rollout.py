@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import calendar
 import dataclasses
-import json
 import time
-import uuid
 from typing import Optional
 
 from components import model_config, serving_dir
 from components.errors import RolloutError
 from components.model_config import Labels
-from components.storage import storage_for
+from components.storage import append_record, read_records, storage_for
 
 EVENTS_DIR = ".rollout"  # one JSON object per label move, created once, never rewritten
 DIRECT, CANARY = "direct", "canary"
@@ -49,12 +47,7 @@ def labels(base: str, gcs_client=None) -> Labels:
 
 def events(base: str, gcs_client=None) -> list[Event]:
     """Every label move on this serving dir, oldest first."""
-    store = storage_for(base, gcs_client)
-    out = []
-    for path in sorted(store.list(EVENTS_DIR)):
-        with store.open_read(path) as f:
-            out.append(Event(**json.loads(f.read())))
-    return out
+    return [Event(**r) for r in read_records(storage_for(base, gcs_client), EVENTS_DIR)]
 
 
 def _move(base: str, model_name: str, action: str, after: Labels, by: str, note: str = "",
@@ -68,8 +61,7 @@ def _move(base: str, model_name: str, action: str, after: Labels, by: str, note:
     model_config.write(base, model_name, after, written, gcs_client)
     event = Event(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), action, after.stable, after.canary,
                   before.stable, before.canary, by, note)
-    name = f"{EVENTS_DIR}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
-    storage_for(base, gcs_client).create(name, json.dumps(dataclasses.asdict(event), sort_keys=True).encode())
+    append_record(storage_for(base, gcs_client), EVENTS_DIR, dataclasses.asdict(event))
     return event
 
 
@@ -102,17 +94,30 @@ def rollback(base: str, model_name: str, by: str, to: Optional[int] = None, gcs_
              why: str = "") -> Event:
     """With a canary out: drop it, stable stays. Without: the stable before this one (or `to`) is stable again."""
     current = labels(base, gcs_client)
+    back = rolled_back_to(base, to, gcs_client, current)
     if to is not None:
         return _move(base, model_name, "rollback", Labels(to), by, f"to version {to}", gcs_client)
-    if current.canary is not None:
+    if back is None:
         return _move(base, model_name, "rollback", Labels(current.stable), by,
                      f"canary {current.canary} dropped" + (f": {why}" if why else ""), gcs_client)
+    return _move(base, model_name, "rollback", Labels(back), by, f"stable {current.stable} rolled back",
+                 gcs_client)
+
+
+def rolled_back_to(base: str, to: Optional[int] = None, gcs_client=None,
+                   current: Optional[Labels] = None) -> Optional[int]:
+    """The version a rollback makes stable: `to`, or with no canary out the stable before this one; None: the
+    canary out is dropped and stable stays. `current`: the labels, when the caller has read them."""
+    if to is not None:
+        return to
+    current = current or labels(base, gcs_client)
+    if current.canary is not None:
+        return None
     earlier = previous_stable(base, current.stable, gcs_client)
     if earlier is None:
         raise RolloutError(f"no stable version before {current.stable} in {base}'s label history; "
                            "name one with --to VERSION")
-    return _move(base, model_name, "rollback", Labels(earlier), by, f"stable {current.stable} rolled back",
-                 gcs_client)
+    return earlier
 
 
 def canary_since(base: str, gcs_client=None) -> float:

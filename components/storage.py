@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import time
+import uuid
 from pathlib import Path
 from typing import BinaryIO, Iterator, Optional, Protocol
 
@@ -166,6 +169,22 @@ def chunks(store: Storage, path: str) -> Iterator[bytes]:
     with store.open_read(path) as f:
         while chunk := f.read(1 << 20):
             yield chunk
+
+
+def append_record(store: Storage, directory: str, record: dict) -> None:
+    """One JSON object as a new file under `directory`, created once and never rewritten; named by the time, so a
+    listing is in the order they were written (a history of moves: components/rollout.py, vertex_endpoint.py)."""
+    store.create(f"{directory}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json",
+                 json.dumps(record, sort_keys=True).encode())
+
+
+def read_records(store: Storage, directory: str) -> list[dict]:
+    """Every object append_record wrote under `directory`, oldest first."""
+    out = []
+    for path in sorted(store.list(directory)):
+        with store.open_read(path) as f:
+            out.append(json.loads(f.read()))
+    return out
 
 
 def storage_for(uri: str, gcs_client=None) -> Storage:

@@ -9,14 +9,12 @@ pipeline/dryrun/vertex_endpoints.py, in tests and dry runs). Why and sources: do
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
-import uuid
 from typing import Optional
 
 from components import gcs
 from components.errors import RolloutError, VertexStateMismatch
-from components.storage import storage_for
+from components.storage import append_record, read_records, storage_for
 
 CHAMPION, CHALLENGER, DEFAULT = "champion", "challenger", "default"
 RECORDS_DIR = ".vertex"  # one JSON object per move, created once, never rewritten
@@ -81,12 +79,7 @@ def _clients(target: Target):
 
 
 def records(base: str, gcs_client=None) -> list[Record]:
-    store = storage_for(base, gcs_client)
-    out = []
-    for path in sorted(store.list(RECORDS_DIR)):
-        with store.open_read(path) as f:
-            out.append(Record(**json.loads(f.read())))
-    return out
+    return [Record(**r) for r in read_records(storage_for(base, gcs_client), RECORDS_DIR)]
 
 
 def _latest(base: str) -> Optional[Record]:
@@ -99,8 +92,7 @@ def _record(base: str, action: str, champion: Optional[Served], challenger: Opti
     record = Record(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), action,
                     dataclasses.asdict(champion) if champion else None,
                     dataclasses.asdict(challenger) if challenger else None, dict(split), by, note)
-    name = f"{RECORDS_DIR}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
-    storage_for(base).create(name, json.dumps(dataclasses.asdict(record), sort_keys=True).encode())
+    append_record(storage_for(base), RECORDS_DIR, dataclasses.asdict(record))
     return record
 
 
@@ -134,15 +126,12 @@ def deploy_canary(target: Target, base: str, version: int, model_version_id: str
     current = status(target, base)
     champion = current.served(CHAMPION) if current else None
     if current is not None and current.challenger:
-        rollback(target, base, by, why=f"replaced by version {version}")
-        current = _latest(base)
-        champion = current.served(CHAMPION)
+        champion = rollback(target, base, by, why=f"replaced by version {version}").served(CHAMPION)
     share = target.canary_percent if share is None else share
     share = 100 if champion is None else share
-    _, endpoints = _clients(target)
+    models, endpoints = _clients(target)
     split = {"0": share, **({champion.deployed_model_id: 100 - share} if champion and share < 100 else {})}
     new = _deploy(target, endpoints, version, model_version_id, split)
-    models, _ = _clients(target)
     models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHALLENGER])
     record = _record(base, "push", champion, new, _split(endpoints, target),
                      by, f"deployed version {version} at {share}%")

@@ -73,15 +73,9 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
 
 
 def _back_to(base: str, to: Optional[int]) -> Optional[int]:
-    """The version a rollback on the endpoint redeploys, as the labels' rollback will choose it (rollout.rollback):
-    `to`, or with no canary out the previous stable; None: drop the canary. Refused before the endpoint moves."""
-    labels = rollout.labels(base)
-    if to is None and labels.canary is not None:
-        return None
-    back = to if to is not None else rollout.previous_stable(base, labels.stable)
-    if back is None:
-        raise RolloutError(f"no stable version before {labels.stable} in {base}'s label history; "
-                           "name one with --to VERSION")
-    if back not in {v.number for v in serving_dir.versions(base)}:
+    """The version a rollback on the endpoint redeploys, as the labels' rollback chooses it; None: drop the
+    canary. Refused before the endpoint moves."""
+    back = rollout.rolled_back_to(base, to)
+    if back is not None and back not in {v.number for v in serving_dir.versions(base)}:
         raise RolloutError(f"version {back} is not in {base}; nothing changed")
     return back

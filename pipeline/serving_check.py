@@ -8,8 +8,8 @@ import time
 import urllib.request
 from typing import Optional
 
-from components import rollout, vertex_endpoint
-from components.canary_check import CANARY, STABLE, decide
+from components import vertex_endpoint
+from components.canary_check import CANARY, STABLE, judge
 from components.canary_monitoring import EndpointMetrics, metric_client
 from components.canary_prometheus import PrometheusScrapes, record
 from components.errors import CanaryMetricsError, VertexStateMismatch
@@ -46,17 +46,15 @@ def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -
     for track, url in urls.items():
         if url:
             scrape(url, directory, track)
-    labels = rollout.labels(base)
-    if labels.canary is None:
-        return f"serving check: no canary is out (stable {labels.stable}); nothing to decide"
-    since = rollout.canary_since(base)
+    def source_for(labels):
+        return (_endpoint_metrics(config, target, labels) if target is not None
+                else PrometheusScrapes(directory, config.pipeline.name))
     try:
-        source = (_endpoint_metrics(config, target, labels) if target is not None
-                  else PrometheusScrapes(directory, config.pipeline.name))
-        decision = decide(source, since, config.serving.check.rules(), time.time())
+        line, decision = judge(base, source_for, config.serving.check.rules(), time.time())
     except CanaryMetricsError as e:
         raise ConfigError(str(e)) from None
-    line = f"serving check: {decision.action} canary {labels.canary}: {decision.why}"
+    if decision is None:
+        return line
     if apply and decision.action in ("promote", "rollback"):
         return line + "\n" + move(config, decision.action)
     return line + ("" if apply or decision.action == "wait" else " (--dry-run: nothing changed)")
