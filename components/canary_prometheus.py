@@ -63,7 +63,10 @@ def _delta(first: Totals, last: Totals) -> Window:
 
 def record(directory: str, track: str, text: str, when: float, gcs_client=None) -> str:
     """Keep one scrape of a track (local or gs://); returns its path under `directory`."""
-    name = f"{track}/{when:.3f}{SCRAPE_SUFFIX}"
+    # Truncated, never rounded, to the millisecond: a name later than the scrape could fall after the check's own
+    # "now" taken a moment later, and the check would not see the scrape it just made.
+    millis = int(when * 1000)
+    name = f"{track}/{millis // 1000}.{millis % 1000:03d}{SCRAPE_SUFFIX}"
     storage_for(directory, gcs_client).create(name, text.encode())
     return f"{directory.rstrip('/')}/{name}"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from components import rollout
+from components import canary_prometheus, rollout
 from components.canary_check import decide as decide_on
 from components.canary_prometheus import PrometheusScrapes, parse
 from components.model_config import Labels
@@ -85,6 +85,14 @@ def test_too_early_or_too_little_traffic_waits(tmp_path):
     assert decide(window, NAME, T0, RULES, now=T0 + 3600).action == "rollback"
     few = decide(_window(tmp_path / "few", (2000, 0, 5.0), (60, 0, 5.0)), NAME, T0, RULES, now=T0 + 3600)
     assert few.action == "wait" and "fewer than serving.check.min_requests (100)" in few.why
+
+
+def test_a_scrape_is_never_named_later_than_it_was_taken(tmp_path):
+    """The check's "now" follows its own scrape by microseconds; a name rounded up past it would hide that scrape."""
+    taken = T0 + 0.9996
+    canary_prometheus.record(str(tmp_path), "canary", exposition(1, 0, 1.0), taken)
+    (when, _), = canary_prometheus.recorded(str(tmp_path), "canary", since=T0)
+    assert T0 + 0.999 <= when <= taken
 
 
 def test_a_restarted_server_counts_from_zero(tmp_path):
