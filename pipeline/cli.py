@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 
@@ -82,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         serving.add_argument(f"--{track}-url", metavar="URL", help=f"check: scrape the {track} Deployment's "
                              "/monitoring/prometheus/metrics into --metrics-dir first")
     serving.add_argument("--dry-run", action="store_true", help="check: say what it would do, change nothing")
+    serving.add_argument("--dryrun-dir", metavar="DIR", help="act on what `dryrun --local-dir DIR` left: its bucket, "
+                         "GCS emulator and endpoint stand-in (docs/serving.md)")
     serving.set_defaults(func=cmd_serving)
 
     for p in (run, report, snaps, lineage, hist, simulate, schema, predict, serving):
@@ -210,14 +213,21 @@ def cmd_serving(config, args) -> int:
 
     if args.to is not None and args.action != "rollback":
         raise ConfigError(f"--to is for rollback, not {args.action}")
-    if args.action == "check":
-        from pipeline.serving_check import check
-
-        urls = {"stable": args.stable_url, "canary": args.canary_url}
-        print(check(config, args.metrics_dir, urls, apply=not args.dry_run))
+    if args.dryrun_dir is None:
+        view = contextlib.nullcontext(config)
     else:
-        print(serving.status(config) if args.action == "status"
-              else serving.move(config, args.action, args.to, args.wait))
+        from pipeline.dryrun.view import command_view
+
+        view = command_view(config, args.dryrun_dir)
+    with view as config:
+        if args.action == "check":
+            from pipeline.serving_check import check
+
+            urls = {"stable": args.stable_url, "canary": args.canary_url}
+            print(check(config, args.metrics_dir, urls, apply=not args.dry_run))
+        else:
+            print(serving.status(config) if args.action == "status"
+                  else serving.move(config, args.action, args.to, args.wait))
     return EXIT_OK
 
 

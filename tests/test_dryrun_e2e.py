@@ -13,10 +13,11 @@ processes, take run 1's pushed model as its baseline and push again. One run
 covers both, as a dry run costs a TFX start-up per task. Training is kept short.
 Run 3 is run 2's config again with nothing changed: it stops after its Snapshot and exits 4.
 Every run's exit handler tells a Pub/Sub stand-in (tests/fake_pubsub.py) how it ended.
-The runs push to a Vertex AI endpoint too (serving.target vertex_endpoint, the loopback stand-in
-pipeline/dryrun/vertex_endpoints.py): run 1's version as champion, run 2's as challenger at the canary
-share; then `serving promote` and `serving rollback` move it. The GCS emulator is held across the runs
-and the commands, as a bucket keeps its objects (TF Serving's model config among them) between runs.
+The runs push to a Vertex AI endpoint too (serving.target vertex_endpoint, the stand-in each dry run
+starts over the directory's state, pipeline/dryrun/view.py): run 1's version as champion, run 2's as
+challenger at the canary share; then `python -m pipeline serving status | promote | rollback --dryrun-dir`
+move it, each its own invocation, as a new user would type them. Nothing is held across the runs: the
+GCS emulator keeps TF Serving's model config between them, as a bucket does.
 """
 
 from __future__ import annotations
@@ -36,13 +37,10 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from components import lease, rollout, training_record
-from components import vertex_endpoint as ve
-from components.gcs import bucket_of
 from components.model_config import Labels
 from pipeline.config import REPO_ROOT, load_config
-from pipeline.dryrun import gcs_emulator
 from pipeline.dryrun.run import dry_run
-from pipeline.dryrun.vertex_endpoints import VertexEndpoints
+from pipeline.dryrun.view import ENDPOINTS_STATE, command_view
 from pipeline.errors import EXIT_NOTHING_NEW
 from pipeline.runs.summary import exit_code
 from tests.fake_pubsub import FakePubsub
@@ -55,7 +53,8 @@ SHORT = ["trainer.train_steps=100", "trainer.eval_every_steps=100", f"notify.pub
 TWO_WORKERS = ["vertex.worker_pool.preset=cpu", "vertex.worker_pool.extra_workers=1"]
 ADDED_ROWS = 30
 ENDPOINT = "projects/my-gcp-project/locations/us-central1/endpoints/42"
-HELD: dict = {}  # the GCS emulator's environment, held from run 1 to the last test
+TO_ENDPOINT = ["serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
+               "serving.vertex_endpoint.model_id=penguin"]
 RIVAL: dict = {}  # the dry run started together with run 1: its exit code and log
 THIRD: dict = {}  # run 3: run 2's config again, nothing changed
 
@@ -92,39 +91,27 @@ def pubsub():
 
 
 @pytest.fixture(scope="module")
-def endpoints():
-    fake = VertexEndpoints()
-    fake.add_endpoint(ENDPOINT)
-    fake.url = fake.start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory, pubsub, endpoints):
-    short = [*SHORT, "serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
-             "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={endpoints.url}"]
+def two_runs(tmp_path_factory, pubsub):
+    short = [*SHORT, *TO_ENDPOINT]
     config = load_config("configs/vertex.yaml", short)
     local_dir = tmp_path_factory.mktemp("dryrun")
-    with gcs_emulator.shared(local_dir, [bucket_of(config.pipeline.root_uri)]) as held:
-        HELD.update(held)
-        second_out = io.StringIO()
-        rival_log = local_dir.parent / f"{local_dir.name}-rival.log"
-        first_out = _RivalWhileLeaseHeld(
-            [sys.executable, "-m", "pipeline", "dryrun", "--config", "configs/vertex.yaml", "--local-dir",
-             str(local_dir), *(f"--set={s}" for s in [*short, "pipeline.lock_wait_seconds=0"])], rival_log)
-        first = dry_run(config, local_dir, stream=first_out)
-        assert first_out.code is not None, "the rival dry run never started: no 'RunLease done' in run 1's console"
-        RIVAL.update(code=first_out.code, log=rival_log.read_text())
-        csv_path = Path(first.bucket.local(config.data.input_dir)) / "penguins.csv"
-        lines = csv_path.read_text().splitlines(keepends=True)
-        csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
-        # The same pipeline, recompiled for a two-worker CPU pool, submitted into the same service and bucket.
-        second_config = load_config("configs/vertex.yaml", [*short, *TWO_WORKERS])
-        second = dry_run(second_config, local_dir, stream=second_out)
-        third_out = io.StringIO()
-        THIRD.update(result=dry_run(second_config, local_dir, stream=third_out), console=third_out.getvalue())
-        yield config, local_dir, (first, first_out.getvalue()), (second, second_out.getvalue())
+    second_out = io.StringIO()
+    rival_log = local_dir.parent / f"{local_dir.name}-rival.log"
+    first_out = _RivalWhileLeaseHeld(
+        [sys.executable, "-m", "pipeline", "dryrun", "--config", "configs/vertex.yaml", "--local-dir",
+         str(local_dir), *(f"--set={s}" for s in [*short, "pipeline.lock_wait_seconds=0"])], rival_log)
+    first = dry_run(config, local_dir, stream=first_out)
+    assert first_out.code is not None, "the rival dry run never started: no 'RunLease done' in run 1's console"
+    RIVAL.update(code=first_out.code, log=rival_log.read_text())
+    csv_path = Path(first.bucket.local(config.data.input_dir)) / "penguins.csv"
+    lines = csv_path.read_text().splitlines(keepends=True)
+    csv_path.write_text("".join(lines + lines[1:1 + ADDED_ROWS]))  # new data arrives in the bucket
+    # The same pipeline, recompiled for a two-worker CPU pool, submitted into the same service and bucket.
+    second_config = load_config("configs/vertex.yaml", [*short, *TWO_WORKERS])
+    second = dry_run(second_config, local_dir, stream=second_out)
+    third_out = io.StringIO()
+    THIRD.update(result=dry_run(second_config, local_dir, stream=third_out), console=third_out.getvalue())
+    yield config, local_dir, (first, first_out.getvalue()), (second, second_out.getvalue())
 
 
 def test_first_run_pushes_a_blessed_model_trained_on_emulated_tpu(two_runs):
@@ -260,32 +247,44 @@ def test_every_run_tells_the_topic_how_it_ended_the_failed_one_naming_its_task(t
     assert {m.attributes["state"] for m in pubsub.published} == {"SUCCEEDED", "FAILED"}
 
 
-def test_the_pushes_reach_the_vertex_endpoint_and_promote_and_rollback_move_it(two_runs, endpoints, monkeypatch):
-    """Last in the module: it moves the labels the tests above read."""
-    from pipeline.serving import move
+def test_after_the_dry_runs_the_serving_commands_show_promote_and_roll_back_the_vertex_endpoint(two_runs, capsys):
+    """Last in the module: it moves the labels the tests above read. Each command is its own invocation on the dry
+    run's directory, as a new user types it; what the endpoint serves is read back from the stand-in's state."""
+    from pipeline.cli import main
 
-    _, _, (first, _), (second, _) = two_runs
+    config, local_dir, (first, _), (second, _) = two_runs
     v1, v2 = (int(r.runs[0].summary.pushed_version) for r in (first, second))
-    local = second.local_config
-    base = local.pipeline.serving_dir
-    for name, value in HELD.items():  # the emulator and the bucket mount, as the run's tasks had them
-        monkeypatch.setenv(name, value)
-    target = ve.Target(**local.serving.endpoint_target(local.vertex, local.pipeline.name))
-    record = ve.status(target, base)
-    champion, challenger = record.served(ve.CHAMPION), record.served(ve.CHALLENGER)
-    assert (champion.version, challenger.version) == (v1, v2)
-    assert record.split == {champion.deployed_model_id: 90, challenger.deployed_model_id: 10}  # canary_percent
-    uploads = [b for _, p, b in endpoints.requests if p.endswith("models:upload")]
-    assert [u["model"]["artifactUri"] for u in uploads] == [f"{local.pipeline.serving_dir}/{v}".replace(
-        HELD["PIPELINE_GCS_MOUNT"] + "/", "gs://") for v in (v1, v2)]
-    assert uploads[1]["parentModel"] == target.model
-    assert rollout.labels(base) == Labels(v1, v2)
+    command = ["--config", "configs/vertex.yaml", *(f"--set={s}" for s in [*SHORT, *TO_ENDPOINT, *TWO_WORKERS]),
+               "--dryrun-dir", str(local_dir)]
 
-    move(local, "promote")
-    promoted = ve.status(target, base).served(ve.CHAMPION)
-    assert promoted.version == v2 and ve.status(target, base).split == {promoted.deployed_model_id: 100}
-    assert rollout.labels(base) == Labels(v2) and len(endpoints.endpoints[ENDPOINT]["deployedModels"]) == 1
-    move(local, "rollback")  # no challenger out: the previous champion is deployed again
-    restored = ve.status(target, base).served(ve.CHAMPION)
-    assert restored.version == v1 and rollout.labels(base) == Labels(v1)
-    assert [d["id"] for d in endpoints.endpoints[ENDPOINT]["deployedModels"]] == [restored.deployed_model_id]
+    def endpoint() -> tuple[dict, dict]:
+        kept = json.loads((local_dir / ENDPOINTS_STATE).read_text())
+        return kept["endpoints"][ENDPOINT], kept["models"]
+
+    served, models = endpoint()
+    [model] = models.values()
+    uris = [v["artifactUri"] for _, v in sorted(model["versions"].items(), key=lambda kv: int(kv[0]))]
+    assert uris == [f"{config.pipeline.serving_dir}/{v}" for v in (v1, v2)]  # gs:// URIs, as Vertex reads them
+    assert sorted(served["trafficSplit"].values()) == [10, 90]  # serving.vertex_endpoint.canary_percent
+
+    assert main(["serving", "status", *command]) == 0
+    status = capsys.readouterr().out
+    assert f"  stable: {v1}: spans" in status and f"  canary: {v2}: spans" in status, status
+    assert f"champion: version {v1} " in status and f"challenger: version {v2} " in status, status
+
+    assert main(["serving", "promote", *command]) == 0
+    assert f"champion: version {v2} " in capsys.readouterr().out
+    served, _ = endpoint()
+    assert len(served["deployedModels"]) == 1 and list(served["trafficSplit"].values()) == [100]
+    with command_view(config, local_dir) as local:  # models.config is in the emulator, as in a bucket
+        assert rollout.labels(local.pipeline.serving_dir) == Labels(v2)
+
+    assert main(["serving", "rollback", *command]) == 0  # no challenger out: the previous champion again
+    assert f"champion: version {v1} " in capsys.readouterr().out
+    served, _ = endpoint()
+    assert [d["modelVersionId"] for d in served["deployedModels"]] == ["1"]
+    assert served["trafficSplit"] == {served["deployedModels"][0]["id"]: 100}
+    with command_view(config, local_dir) as local:
+        base = local.pipeline.serving_dir
+        assert rollout.labels(base) == Labels(v1)
+        assert {str(v1), str(v2)} <= {p.name for p in Path(base).iterdir()}  # no version deleted

@@ -205,3 +205,75 @@ def test_a_new_push_replaces_the_challenger_out(fake, tmp_path):
     assert old not in deployed and len(deployed) == 2
     assert _aliases(fake, "2") == [] and _aliases(fake, "3") == ["challenger"]
     assert [r.action for r in ve.records(base)] == ["push", "promote", "push", "rollback", "push"]
+
+
+def test_stand_ins_over_one_state_file_are_one_service(tmp_path):
+    """The dry runs and serving commands on one directory each start a stand-in over its state file: one after
+    another or at once, they see one registry and endpoint, and the rules hold across them."""
+    state = tmp_path / "state" / "state.json"
+    endpoint = f"{LOC}/endpoints/42"
+    first, second = VertexEndpoints(state), VertexEndpoints(state)
+    assert first.add_endpoint(endpoint) and not second.add_endpoint(endpoint)
+    first.url, second.url = first.start(), second.start()
+    try:
+        one, two = _target(first), _target(second)
+        pushed = _push(one, str(tmp_path), 1)
+        assert ve.upload_version(two, f"{tmp_path}/2", 2) == "2"  # the other front sees version 1: a new version
+        record = ve.status(two, str(tmp_path))  # the other front reads what the first deployed
+        assert record.served(ve.CHAMPION).deployed_model_id == pushed.served(ve.CHAMPION).deployed_model_id
+        with pytest.raises(gexc.BadRequest, match="add up to 100"):  # rule 1, refused by the other front
+            _endpoints(second).update_endpoint(
+                endpoint={"name": endpoint, "traffic_split": {pushed.served(ve.CHAMPION).deployed_model_id: 50}},
+                update_mask={"paths": ["traffic_split"]})
+    finally:
+        first.stop()
+        second.stop()
+    later = VertexEndpoints(state)  # a later invocation
+    later.url = later.start()
+    try:
+        assert ve.status(_target(later), str(tmp_path)).served(ve.CHAMPION).version == 1
+        assert sorted(later.models[f"{LOC}/models/penguin"]["versions"]) == ["1", "2"]
+    finally:
+        later.stop()
+
+
+def test_a_dry_run_points_the_endpoint_target_at_its_stand_in_and_never_at_google(tmp_path):
+    from pipeline.config import load_config
+    from pipeline.dryrun.view import ENDPOINTS_STATE, endpoint_stand_in
+    from pipeline.errors import ConfigError
+
+    sets = ["serving.target=vertex_endpoint", "serving.vertex_endpoint.endpoint=42",
+            "serving.vertex_endpoint.model_id=penguin"]
+    config = load_config("configs/vertex.yaml", sets)
+    with endpoint_stand_in(config, tmp_path) as seen:
+        url = seen.serving.vertex_endpoint.api_endpoint
+        assert url.startswith("http://127.0.0.1:") and config.serving.vertex_endpoint.api_endpoint == ""
+        target = ve.Target(**seen.serving.endpoint_target(seen.vertex, seen.pipeline.name))
+        assert ve.status(target, str(tmp_path)) is None  # the configured endpoint exists there, nothing deployed
+    assert target.endpoint in (tmp_path / ENDPOINTS_STATE).read_text()
+    google = load_config("configs/vertex.yaml", [*sets, "serving.vertex_endpoint.api_endpoint="
+                                                        "us-central1-aiplatform.googleapis.com"])
+    with pytest.raises(ConfigError, match="a dry run reaches no Google API"):
+        with endpoint_stand_in(google, tmp_path):
+            pass
+    tf_serving = load_config("configs/vertex.yaml")
+    with endpoint_stand_in(tf_serving, tmp_path) as seen:
+        assert seen is tf_serving
+
+
+def test_what_cannot_reach_the_dry_runs_stand_in_is_refused_naming_why(tmp_path, capsys):
+    from pipeline.cli import main
+    from pipeline.config import load_config
+    from pipeline.dryrun.run import dry_run
+    from pipeline.errors import ConfigError
+
+    sets = ["serving.target=vertex_endpoint", "serving.vertex_endpoint.endpoint=42",
+            "serving.vertex_endpoint.model_id=penguin"]
+    spec = tmp_path / "pipeline.json"
+    spec.write_text("{}")
+    with pytest.raises(ConfigError, match="--spec with serving.target vertex_endpoint: the dry run compiles"):
+        dry_run(load_config("configs/vertex.yaml", sets), tmp_path / "dryrun", template=spec)
+    assert not (tmp_path / "dryrun").exists()
+    assert main(["serving", "status", "--config", "configs/vertex.yaml", *(f"--set={s}" for s in sets),
+                 "--dryrun-dir", str(tmp_path / "none")]) != 0
+    assert "no dry run's bucket at" in capsys.readouterr().err

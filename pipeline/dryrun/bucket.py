@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import Config
 from pipeline.errors import ConfigError
 
 GCS = "gs://"
@@ -70,3 +71,9 @@ class BucketMap:
             shutil.rmtree(staging) if staging.is_dir() else staging.unlink()
             return False
         return True
+
+
+def local_view(config: Config, bucket: BucketMap) -> Config:
+    """The same config with pipeline.root mapped, so metadata, serving dir and report paths are local."""
+    return config.model_copy(update={"pipeline": config.pipeline.model_copy(
+        update={"root": bucket.local(config.pipeline.root)})})

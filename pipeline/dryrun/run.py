@@ -16,7 +16,7 @@ from components.gcs import bucket_of
 from components.run_lease import OWNER_PLACEHOLDER, RUN_LEASE_ID
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
 from pipeline.dryrun import DEFAULT_DIR, forkserver, gcs_emulator
-from pipeline.dryrun.bucket import BucketMap
+from pipeline.dryrun.bucket import BucketMap, local_view
 from pipeline.dryrun.cache import CacheIndex
 from pipeline.dryrun.driver import Scope, root_scope, run_placeholders
 from pipeline.dryrun.job_board import JobBoard
@@ -26,6 +26,7 @@ from pipeline.dryrun.record import Recorder
 from pipeline.dryrun.tasks import FAILED, NOT_STARTED, RunContext, TaskResult, drive_dag_task, run_container_task
 from pipeline.dryrun.training import workers
 from pipeline.dryrun.training.customjob import VertexEmulator
+from pipeline.dryrun.view import endpoint_stand_in
 from pipeline.errors import ConfigError, PipelineFailed, RunLocked
 from pipeline.local.progress import run_logging
 from pipeline.runs.report import write_report
@@ -76,15 +77,23 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
         raise ConfigError(f"--runs {runs}: at least one run")
     if template is not None and not Path(template).is_file():
         raise ConfigError(f"--spec {template}: no such file (write one with `python -m pipeline compile`)")
+    if template is not None and config.serving.target == "vertex_endpoint" and \
+            not config.serving.vertex_endpoint.api_endpoint:
+        raise ConfigError("--spec with serving.target vertex_endpoint: the dry run compiles the spec itself, to "
+                          "point the Pusher at its endpoint stand-in (view.py); drop --spec")
     bucket = BucketMap(resolve(str(local_dir)))
     service_dir = bucket.root.parent / backend.name / config.pipeline.name
-    template = template or _compile(config, backend, service_dir)
-    local_config = local_view(config, bucket)
-    _seed(config, bucket, stream)
-    result = DryRun(bucket, local_config, service_dir, [])
-    # The run lease and the version claims get GCS semantics from fake-gcs-server (gcs_emulator.py).
-    with gcs_emulator.shared(bucket.root.parent, [bucket_of(config.pipeline.root_uri)]) as gcs_env, \
-            forkserver.serving(template, service_dir / "forkserver.log", stream, fresh=fresh_processes):
+    with contextlib.ExitStack() as services:
+        config = services.enter_context(endpoint_stand_in(config, bucket.root.parent, stream))
+        template = template or _compile(config, backend, service_dir)
+        local_config = local_view(config, bucket)
+        _seed(config, bucket, stream)
+        result = DryRun(bucket, local_config, service_dir, [])
+        # The run lease and the version claims get GCS semantics from fake-gcs-server (gcs_emulator.py).
+        gcs_env = services.enter_context(gcs_emulator.shared(bucket.root.parent,
+                                                             [bucket_of(config.pipeline.root_uri)]))
+        services.enter_context(forkserver.serving(template, service_dir / "forkserver.log", stream,
+                                                  fresh=fresh_processes))
         for _ in range(runs):
             result.runs.append(_one_run(config, local_config, template, bucket, service_dir, stream, backend,
                                         gcs_env))
@@ -105,12 +114,6 @@ def _compile(config: Config, backend: Backend, service_dir: Path) -> Path:
 def _submitted(config: Config, template: Path, backend: Backend) -> Job:
     """The job as the backend gets it: Vertex's PipelineJob body, or the run kfp.Client creates."""
     return kubeflow_run(config, template) if backend is KUBEFLOW else submitted_job(config, template)
-
-
-def local_view(config: Config, bucket: BucketMap) -> Config:
-    """The same config with pipeline.root mapped, so metadata, serving dir and report paths are local."""
-    return config.model_copy(update={"pipeline": config.pipeline.model_copy(
-        update={"root": bucket.local(config.pipeline.root)})})
 
 
 def _seed(config: Config, bucket: BucketMap, stream: TextIO) -> None:

@@ -38,13 +38,22 @@ Rule (source):
    a dry run's mapped serving dir would send unless converted, is refused (fail closed).
 
 Not modelled: etags, IAM, quotas, operation metadata, models deployed on other endpoints, pagination.
+
+With a state file (the dry run's, `<local dir>/vertex-endpoints/state.json`) each request reads the service's state
+and writes it back under the file's lock, so the dry runs and serving commands on one directory, one after another
+or together, see one registry and endpoint, as they would see one on Google Cloud.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import re
 import threading
-from typing import Optional
+from pathlib import Path
+from typing import Iterator, Optional
 from urllib.parse import unquote
 
 from pipeline.dryrun.json_server import JsonServer
@@ -57,21 +66,48 @@ _TYPES = "type.googleapis.com/google.cloud.aiplatform.v1."
 
 
 class VertexEndpoints(JsonServer):
-    """Registry models and endpoints in memory. `add_endpoint` creates an endpoint (we never create one: the config
-    names an existing endpoint)."""
+    """Registry models and endpoints, in memory or kept in `state`. `add_endpoint` creates an endpoint (we never
+    create one: the config names an existing endpoint)."""
 
-    def __init__(self):
+    def __init__(self, state: Optional[Path] = None):
+        self.state = state
         self.models: dict[str, dict] = {}     # model resource name -> {"displayName", "versions": {id: version}}
         self.endpoints: dict[str, dict] = {}  # endpoint resource name -> {"deployedModels": [...], "trafficSplit"}
         self.operations: dict[str, dict] = {}
-        self.requests: list[tuple[str, str, dict]] = []
+        self.requests: list[tuple[str, str, dict]] = []  # this process's only
         self._lock = threading.Lock()
         self._ids = 1000
 
-    def add_endpoint(self, name: str) -> str:
-        self.endpoints[name] = {"name": name, "displayName": name.rsplit("/", 1)[-1], "deployedModels": [],
-                                "trafficSplit": {}}
-        return name
+    def add_endpoint(self, name: str) -> bool:
+        """Whether it was created (False: it exists)."""
+        with self._held():
+            if name in self.endpoints:
+                return False
+            self.endpoints[name] = {"name": name, "displayName": name.rsplit("/", 1)[-1], "deployedModels": [],
+                                    "trafficSplit": {}}
+            return True
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """The service's state for one request: read from `state` under its lock and written back after."""
+        with self._lock:
+            if self.state is None:
+                yield
+                return
+            self.state.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.state.with_name(self.state.name + ".lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if self.state.exists():
+                    kept = json.loads(self.state.read_text())
+                    self.models, self.endpoints = kept["models"], kept["endpoints"]
+                    self.operations, self._ids = kept["operations"], kept["ids"]
+                try:
+                    yield
+                finally:
+                    written = self.state.with_name(self.state.name + ".tmp")
+                    written.write_text(json.dumps({"models": self.models, "endpoints": self.endpoints,
+                                                   "operations": self.operations, "ids": self._ids}, indent=1))
+                    os.replace(written, self.state)
 
     # --- HTTP (pipeline/dryrun/json_server.py) ----------------------------------------------------------------
     def _serve(self, method: str, path: str, query: dict, body: dict) -> tuple[int, dict]:
@@ -88,7 +124,7 @@ class VertexEndpoints(JsonServer):
             ("POST", rf"/v1/(?P<name>{_LOC}/endpoints/[^/:]+):undeployModel$", self._undeploy),
             ("GET", rf"/v1/(?P<name>{_LOC}/operations/[^/:]+)$", self._get_operation),
         ]
-        with self._lock:
+        with self._held():
             self.requests.append((method, path, body))
             for verb, regex, handler in routes:
                 m = re.match(regex, path)
