@@ -8,8 +8,10 @@ import dataclasses
 import math
 from typing import Optional
 
+from components import vertex_endpoint
 from components.canary_check import CANARY, OK, STABLE, TRACKS, Window
-from components.errors import CanaryMetricsError
+from components.errors import CanaryMetricsError, VertexStateMismatch
+from components.model_config import Labels
 
 # The metric types and the monitored resource (type and its labels endpoint_id, location) as Google's own Vertex AI
 # endpoints dashboard queries them (GoogleCloudPlatform/monitoring-dashboard-samples,
@@ -112,6 +114,23 @@ class EndpointMetrics:
                 latency_count += distribution.count
             out[track] = Window({OK: answered, ERROR: failed}, latency_sum, latency_count)
         return out
+
+
+def for_endpoint(target: vertex_endpoint.Target, base: str, labels: Labels, monitoring_endpoint: str = ""
+                 ) -> EndpointMetrics:
+    """The series of the endpoint's champion (stable) and challenger (canary) deployed models, as the endpoint
+    target recorded them under serving dir `base` and the endpoint confirms; VertexStateMismatch, nothing decided,
+    when the endpoint, our record or the TF Serving `labels` disagree. `monitoring_endpoint`: metric_client's."""
+    record = vertex_endpoint.status(target, base)
+    champion = record.served(vertex_endpoint.CHAMPION) if record else None
+    challenger = record.served(vertex_endpoint.CHALLENGER) if record else None
+    if champion is None or challenger is None or (champion.version, challenger.version) != (labels.stable,
+                                                                                           labels.canary):
+        raise VertexStateMismatch(f"{target.endpoint} serves {vertex_endpoint.describe(record)}, the serving labels "
+                                  f"say stable {labels.stable}, canary {labels.canary}: nothing decided")
+    return EndpointMetrics(target.project, target.region, target.endpoint.rsplit("/", 1)[-1],
+                           {STABLE: champion.deployed_model_id, CANARY: challenger.deployed_model_id},
+                           metric_client(monitoring_endpoint))
 
 
 def _kind(value) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from components import rollout, serving_dir, training_record, vertex_endpoint
+from components import rollout, serving_dir, serving_move, training_record, vertex_endpoint
 from components.errors import RolloutError, ServingConfigChanged, VertexStateMismatch
 from components.lease import default_owner
 from pipeline.config import Config
@@ -60,22 +60,7 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
     by = f"python -m pipeline serving {action} ({default_owner()})"
     with run_lock(config.pipeline.root_uri, wait_seconds):
         try:
-            endpoint = endpoint_target(config)
-            if endpoint is not None:  # the endpoint first; the TF Serving labels follow it (stable = champion)
-                moved = (vertex_endpoint.promote(endpoint, base, by) if action == "promote"
-                         else vertex_endpoint.rollback(endpoint, base, by, to=_back_to(base, to)))
-                by = f"{by}; vertex endpoint: {moved.note}"
-            event = (rollout.promote(base, name, by) if action == "promote"
-                     else rollout.rollback(base, name, by, to))
+            event = serving_move.move(base, name, action, by, endpoint_target(config), to)
         except (RolloutError, ServingConfigChanged, VertexStateMismatch) as e:
             raise CommandFailed(str(e)) from None
     return f"{action}: {event.describe()}\n{status(config)}"
-
-
-def _back_to(base: str, to: Optional[int]) -> Optional[int]:
-    """The version a rollback on the endpoint redeploys, as the labels' rollback chooses it; None: drop the
-    canary. Refused before the endpoint moves."""
-    back = rollout.rolled_back_to(base, to)
-    if back is not None and back not in {v.number for v in serving_dir.versions(base)}:
-        raise RolloutError(f"version {back} is not in {base}; nothing changed")
-    return back

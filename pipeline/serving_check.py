@@ -8,9 +8,8 @@ import time
 import urllib.request
 from typing import Optional
 
-from components import vertex_endpoint
-from components.canary_check import CANARY, STABLE, judge
-from components.canary_monitoring import EndpointMetrics, metric_client
+from components.canary_check import judge
+from components.canary_monitoring import for_endpoint
 from components.canary_prometheus import PrometheusScrapes, record
 from components.errors import CanaryMetricsError, VertexStateMismatch
 from pipeline.config import Config
@@ -47,32 +46,17 @@ def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -
         if url:
             scrape(url, directory, track)
     def source_for(labels):
-        return (_endpoint_metrics(config, target, labels) if target is not None
+        return (for_endpoint(target, base, labels, config.serving.check.monitoring_endpoint) if target is not None
                 else PrometheusScrapes(directory, config.pipeline.name))
     try:
         line, decision = judge(base, source_for, config.serving.check.rules(), time.time())
     except CanaryMetricsError as e:
         raise ConfigError(str(e)) from None
+    except VertexStateMismatch as e:
+        raise CommandFailed(str(e)) from None
     if decision is None:
         return line
     if apply and decision.action in ("promote", "rollback"):
         return line + "\n" + move(config, decision.action)
     return line + ("" if apply or decision.action == "wait" else " (--dry-run: nothing changed)")
 
-
-def _endpoint_metrics(config: Config, target, labels) -> EndpointMetrics:
-    """Cloud Monitoring's series of the endpoint's champion (stable) and challenger (canary) deployed models, as
-    the endpoint target recorded and the endpoint confirms (vertex_endpoint.status fails closed otherwise)."""
-    try:
-        record = vertex_endpoint.status(target, config.pipeline.serving_dir)
-    except VertexStateMismatch as e:
-        raise CommandFailed(str(e)) from None
-    champion = record.served(vertex_endpoint.CHAMPION) if record else None
-    challenger = record.served(vertex_endpoint.CHALLENGER) if record else None
-    if champion is None or challenger is None or (champion.version, challenger.version) != (labels.stable,
-                                                                                           labels.canary):
-        raise CommandFailed(f"{target.endpoint} serves {vertex_endpoint.describe(record)}, the serving labels say "
-                            f"stable {labels.stable}, canary {labels.canary}: nothing decided")
-    return EndpointMetrics(target.project, target.region, target.endpoint.rsplit("/", 1)[-1],
-                           {STABLE: champion.deployed_model_id, CANARY: challenger.deployed_model_id},
-                           metric_client(config.serving.check.monitoring_endpoint))

@@ -79,6 +79,13 @@ def test_dataflow_launcher_role_is_narrow(tf):
                                        for p in role["permissions"])
 
 
+def test_the_canary_check_reads_time_series_and_nothing_else(tf):
+    # The run's CanaryCheck on a Vertex endpoint calls ListTimeSeries as the pipeline account.
+    role = tf["resource"]["google_project_iam_custom_role"]["metrics_reader"]
+    assert role["permissions"] == ["monitoring.timeSeries.list"]
+    assert "${google_project_iam_custom_role.metrics_reader.id}" in roles_of(tf, sa("pipeline"))
+
+
 def test_pipeline_may_act_only_as_the_training_and_dataflow_accounts(tf):
     acts_as = {g.target for g in grants(tf)
                if g.role == "roles/iam.serviceAccountUser" and g.member == sa("pipeline")}

@@ -150,46 +150,90 @@ def _counted(metric: str, model: str, value, end: float) -> dict:
                         else {"int64Value": str(value)}}]}
 
 
-def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failing_challenger_back(tmp_path, fake,
-                                                                                                  capsys):
-    from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
-    from pipeline.cli import main
+@pytest.fixture
+def monitoring():
     from tests.fake_monitoring import FakeMonitoring
+
+    m = FakeMonitoring()
+    m.address = m.start()
+    yield m
+    m.stop()
+
+
+def _failing_challenger_out(root, fake, monitoring):
+    """Two canary pushes on the endpoint stand-in, and Cloud Monitoring series in which the challenger (version 2)
+    fails 10 of 50 requests against none of the champion's 100. Returns the --set list, the target and the
+    champion's deployed model id."""
+    from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
     from tests.test_rollout import _version
 
-    monitoring = FakeMonitoring()
-    address = monitoring.start()
-    try:
-        root = tmp_path / "root"
-        sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={address}",
-                     "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
-        config = load_config(CONFIG, sets)
-        base = config.pipeline.serving_dir
-        target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
-        for number in (1, 2):
-            _version(root / "serving_model" / NAME, number)
-            ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
-            rollout.after_push(base, NAME, number, "canary", f"run-{number}")
-        record = ve.status(target, base)
-        champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))
-        end = rollout.canary_since(base) + 1  # inside the window: after the challenger went out, before the check
-        project = target.project
-        monitoring.series[project] = [
-            _counted(PREDICTION_COUNT, champion, 100, end), _counted(ERROR_COUNT, champion, 0, end),
-            _counted(LATENCIES, champion, (100, 5.0), end),
-            _counted(PREDICTION_COUNT, challenger, 40, end), _counted(ERROR_COUNT, challenger, 10, end),
-            _counted(LATENCIES, challenger, (50, 5.0), end)]
-        time.sleep(max(0.0, end + 1 - time.time()))
-        args = ["--config", CONFIG, *[x for s in sets for x in ("--set", s)]]
+    sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={monitoring.address}",
+                 "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
+    config = load_config(CONFIG, sets)
+    base = config.pipeline.serving_dir
+    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
+    for number in (1, 2):
+        _version(root / "serving_model" / NAME, number)
+        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
+        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+    record = ve.status(target, base)
+    champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))
+    end = rollout.canary_since(base) + 1  # inside the window: after the challenger went out, before the check
+    monitoring.series[target.project] = [
+        _counted(PREDICTION_COUNT, champion, 100, end), _counted(ERROR_COUNT, champion, 0, end),
+        _counted(LATENCIES, champion, (100, 5.0), end),
+        _counted(PREDICTION_COUNT, challenger, 40, end), _counted(ERROR_COUNT, challenger, 10, end),
+        _counted(LATENCIES, challenger, (50, 5.0), end)]
+    time.sleep(max(0.0, end + 1 - time.time()))
+    return sets, target, champion
 
-        assert main(["serving", "check", "--stable-url", "http://127.0.0.1:1/m", *args]) == 2  # scrapes: TF Serving's
-        assert "Cloud Monitoring" in capsys.readouterr().err
-        assert main(["serving", "check", *args]) == 0
-        out = capsys.readouterr().out
-        assert "rollback canary 2" in out and "20.00%" in out, out
-        assert rollout.labels(base) == Labels(1) and ve.status(target, base).challenger is None
-        assert [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]] == [champion]
-        asked = {r.filter.split('"')[1] for r in monitoring.requests}
-        assert asked == {PREDICTION_COUNT, ERROR_COUNT, LATENCIES}
-    finally:
-        monitoring.stop()
+
+def _rolled_back(fake, target, base, champion) -> bool:
+    return (rollout.labels(base) == Labels(1) and ve.status(target, base).challenger is None
+            and [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]] == [champion])
+
+
+def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failing_challenger_back(tmp_path, fake,
+                                                                                                  monitoring, capsys):
+    from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
+    from pipeline.cli import main
+
+    root = tmp_path / "root"
+    sets, target, champion = _failing_challenger_out(root, fake, monitoring)
+    args = ["--config", CONFIG, *[x for s in sets for x in ("--set", s)]]
+
+    assert main(["serving", "check", "--stable-url", "http://127.0.0.1:1/m", *args]) == 2  # scrapes: TF Serving's
+    assert "Cloud Monitoring" in capsys.readouterr().err
+    assert main(["serving", "check", *args]) == 0
+    out = capsys.readouterr().out
+    assert "rollback canary 2" in out and "20.00%" in out, out
+    assert _rolled_back(fake, target, str(root / "serving_model" / NAME), champion)
+    asked = {r.filter.split('"')[1] for r in monitoring.requests}
+    assert asked == {PREDICTION_COUNT, ERROR_COUNT, LATENCIES}
+
+
+def test_the_runs_first_step_decides_on_the_endpoint_too(tmp_path, fake, monitoring, caplog):
+    """serving.check.before_run with this target: the CanaryCheck step the DAG builds reads Cloud Monitoring and
+    moves the endpoint with the labels, as the command does (not TF Serving's scrapes, which would move the labels
+    alone and leave the endpoint disagreeing)."""
+    from pipeline.dag.canary import canary_check_step
+
+    root = tmp_path / "root"
+    sets, target, champion = _failing_challenger_out(root, fake, monitoring)
+    step = canary_check_step(load_config(CONFIG, [*sets, "serving.check.before_run=true"]), run_lease=False)
+    with caplog.at_level("INFO"):
+        step.executor_spec.executor_class().Do({}, {}, step.exec_properties)
+    assert "rollback canary 2: canary error rate 20.00%" in caplog.text
+    assert _rolled_back(fake, target, str(root / "serving_model" / NAME), champion)
+    assert monitoring.requests, "the step did not read Cloud Monitoring"
+    assert "vertex endpoint: challenger 2 undeployed" in rollout.events(str(root / "serving_model" / NAME))[-1].by
+
+
+def test_a_dry_run_refuses_the_first_step_on_an_endpoint_without_a_monitoring_stand_in(tmp_path):
+    from pipeline.dryrun.run import dry_run
+
+    config = load_config("configs/vertex.yaml", ["serving.target=vertex_endpoint", "serving.check.before_run=true",
+                                                 "serving.vertex_endpoint.endpoint=42",
+                                                 "serving.vertex_endpoint.model_id=penguin"])
+    with pytest.raises(ConfigError, match="Cloud Monitoring"):
+        dry_run(config, tmp_path / "dryrun")

@@ -59,12 +59,26 @@ resource "google_project_iam_custom_role" "dataflow_launcher" {
   depends_on = [google_project_service.apis]
 }
 
+# serving.check.before_run with serving.target vertex_endpoint: the run's first step
+# (components/canary_check_component.py) reads the endpoint's prediction series
+# with Cloud Monitoring's ListTimeSeries, which needs monitoring.timeSeries.list
+# alone (roles/monitoring.viewer would add dashboards, alert policies, uptime
+# checks and the project's metric descriptors).
+resource "google_project_iam_custom_role" "metrics_reader" {
+  role_id     = "${replace(var.name, "-", "_")}_metrics_reader"
+  title       = "Time series reader (${var.name} pipeline)"
+  description = "Read Cloud Monitoring time series (the canary check); nothing else."
+  permissions = ["monitoring.timeSeries.list"]
+  depends_on  = [google_project_service.apis]
+}
+
 locals {
   project_roles = {
     # Creates the Trainer's CustomJob and reads its state; launches Dataflow jobs.
     pipeline_aiplatform = { sa = google_service_account.pipeline.email, role = "roles/aiplatform.user" }
     pipeline_dataflow   = { sa = google_service_account.pipeline.email, role = google_project_iam_custom_role.dataflow_launcher.id }
     pipeline_logs       = { sa = google_service_account.pipeline.email, role = "roles/logging.logWriter" }
+    pipeline_metrics    = { sa = google_service_account.pipeline.email, role = google_project_iam_custom_role.metrics_reader.id }
     # Runs the work items of those jobs.
     dataflow_worker = { sa = google_service_account.dataflow.email, role = "roles/dataflow.worker" }
     dataflow_logs   = { sa = google_service_account.dataflow.email, role = "roles/logging.logWriter" }

@@ -20,6 +20,8 @@ def canary_check_step(config: Config, run_lease: bool) -> Optional[BaseNode]:
         return None
     return CanaryCheck(serving_dir=config.pipeline.serving_dir, model_name=config.pipeline.name,
                        metrics_dir=config.serving_metrics_dir, rules=config.serving.check.rules(),
+                       endpoint_target=config.serving.endpoint_target(config.vertex, config.pipeline.name),
+                       monitoring_endpoint=config.serving.check.monitoring_endpoint,
                        lease_root=config.pipeline.root_uri if run_lease else None,
                        lease_owner=OWNER_PLACEHOLDER if run_lease else None,
                        lease_ttl_seconds=float(config.pipeline.run_lease_ttl_seconds)).with_id(CANARY_CHECK_ID)

@@ -81,6 +81,12 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
             not config.serving.vertex_endpoint.api_endpoint:
         raise ConfigError("--spec with serving.target vertex_endpoint: the dry run compiles the spec itself, to "
                           "point the Pusher at its endpoint stand-in (view.py); drop --spec")
+    if config.serving.check.before_run and config.serving.target == "vertex_endpoint" and \
+            not config.serving.check.monitoring_endpoint:
+        raise ConfigError("serving.check.before_run with serving.target vertex_endpoint: the run's first step reads "
+                          "the endpoint's Cloud Monitoring series, which a dry run can't reach and has no stand-in "
+                          "for; set serving.check.monitoring_endpoint to a loopback stand-in (127.0.0.1:PORT) or "
+                          "turn before_run off for the dry run")
     bucket = BucketMap(resolve(str(local_dir)))
     service_dir = bucket.root.parent / backend.name / config.pipeline.name
     with contextlib.ExitStack() as services:
