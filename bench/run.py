@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         if sizes and "scale" not in args.skip:
             results["scale"] = _stamped(bench_scale, work, sizes)
         if widths and "width" not in args.skip:
-            results["width"] = _stamped(width.bench_width, work, widths)
+            results["width"] = _stamped(width.bench_width, work, widths, args.repeat)
         if "taxi" not in args.skip:
             print("taxi: our pipeline on configs/taxi.yaml, then TFX's taxi example ...", flush=True)
             results["taxi"] = _stamped(taxi.bench_taxi, work, args.repeat)

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import json
 import re
-from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
 from google.api import distribution_pb2, metric_pb2, monitored_resource_pb2
 from google.cloud import monitoring_v3
+
+from tests.fake_grpc import serve
 
 _LIST = "/google.monitoring.v3.MetricService/ListTimeSeries"
 _NAME = re.compile(r"^projects/([^/]+)$")
@@ -71,11 +72,8 @@ class FakeMonitoring:
     requests: list = field(default_factory=list)
 
     def start(self) -> str:
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self._server.add_generic_rpc_handlers([_Handler(self)])
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        self._server.start()
-        return f"127.0.0.1:{port}"
+        self._server, address = serve(_Handler(self), workers=2)
+        return address
 
     def stop(self) -> None:
         self._server.stop(grace=None)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import re
 import threading
-from concurrent import futures
 from dataclasses import dataclass, field
 
 import grpc
 from google.pubsub_v1.types import pubsub
+
+from tests.fake_grpc import serve
 
 _PUBLISH = "/google.pubsub.v1.Publisher/Publish"
 _TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
@@ -40,11 +41,8 @@ class FakePubsub:
     def start(self) -> str:
         """Serve on a free port; returns host:port for PUBSUB_EMULATOR_HOST."""
         self._lock = threading.Lock()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self._server.add_generic_rpc_handlers([_Handler(self)])
-        port = self._server.add_insecure_port("127.0.0.1:0")
-        self._server.start()
-        return f"127.0.0.1:{port}"
+        self._server, address = serve(_Handler(self), workers=4)
+        return address
 
     def stop(self) -> None:
         self._server.stop(grace=None)

@@ -297,3 +297,15 @@ def test_width_part_gives_ratios_to_penguins_and_the_done_when_verdict(tmp_path)
     assert header == "x0,x1,x2,y" and len(rows) == 50
     width.plot_width(part, tmp_path / "w.png")
     assert (tmp_path / "w.png").stat().st_size > 5_000
+
+
+def test_width_part_keeps_each_tables_fastest_round_and_lists_every_rounds_transform():
+    from bench import width
+
+    slow = {"wall_seconds": 40.0, "peak_rss_mb": 1000, "components": {"Transform": {"seconds": 9.0}}}
+    fast = {"wall_seconds": 30.0, "peak_rss_mb": 1100, "components": {"Transform": {"seconds": 8.0}}}
+    best = width._fastest([slow, fast])
+    assert best["wall_seconds"] == 30.0 and best["transform_rounds"] == [9.0, 8.0]
+    part = {"rows": 1000, "repeat": 2, "penguins": best, "runs": {"200": {**best, "ratios": width.ratios(best, best)}}}
+    text = "\n".join(width.markdown(part))
+    assert "| *Transform, every round* | 9.0, 8.0 | 9.0, 8.0 |" in text and "ran 2 time(s)" in text

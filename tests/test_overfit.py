@@ -28,7 +28,10 @@ def test_eval_loss_rising_while_train_loss_falls_is_overfitting_and_names_the_do
 
 
 def test_falling_or_noisy_eval_loss_is_not_overfitting():
-    assert diagnose(_history([0.9, 0.6, 0.5, 0.45], [0.95, 0.70, 0.62, 0.60])).verdict == "not overfitting"
+    falling = diagnose(_history([0.9, 0.6, 0.5, 0.45], [0.95, 0.70, 0.62, 0.60]))
+    assert falling.verdict == "not overfitting"
+    assert falling.describe() == ("not overfitting: eval loss lowest at the last evaluation, 0.6000 at step 400; "
+                                  "train loss 0.4500")  # not the same step and loss twice over
     # One bump that comes back down: noise, not a sustained rise.
     assert diagnose(_history([0.9, 0.6, 0.5, 0.45, 0.4], [0.9, 0.7, 0.8, 0.69, 0.70])).verdict == "not overfitting"
     # Rising eval loss with train loss rising too: a learning-rate problem, not overfitting.

@@ -32,6 +32,9 @@ class OverfitDiagnosis:
     def describe(self) -> str:
         if self.verdict == "not measured":
             return "not measured (fewer than 3 evaluations: raise trainer.train_steps or lower eval_every_steps)"
+        if self.best_step == self.last_step:  # still falling: one point, not a stretch, to show
+            return (f"{self.verdict}: eval loss lowest at the last evaluation, {self.last_eval_loss:.4f} at step "
+                    f"{self.last_step}; train loss {self.train_loss_last:.4f}")
         text = (f"{self.verdict}: eval loss {self.best_eval_loss:.4f} at step {self.best_step}, "
                 f"{self.last_eval_loss:.4f} at step {self.last_step}; train loss {self.train_loss_then:.4f} -> "
                 f"{self.train_loss_last:.4f}")
