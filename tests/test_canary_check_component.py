@@ -105,7 +105,11 @@ def test_the_compiled_vertex_dag_runs_the_check_after_the_run_lease_and_before_t
     from pipeline.spec.condition_group import task_dag
     from tests.vertex_support import compiled_template
 
-    spec = json.loads(compiled_template("serving.check.before_run=true").read_text())["pipelineSpec"]
+    # With a Vertex endpoint: the step carries the endpoint target, as the Pusher does (and as the TF Serving
+    # target's step, every other parameter alike).
+    spec = json.loads(compiled_template("serving.check.before_run=true", "serving.target=vertex_endpoint",
+                                        "serving.vertex_endpoint.endpoint=42",
+                                        "serving.vertex_endpoint.model_id=penguin").read_text())["pipelineSpec"]
     tasks = task_dag(spec)["tasks"]
     check = tasks[CANARY_CHECK_ID]
     assert check["dependentTasks"] == ["RunLease"] and CANARY_CHECK_ID in tasks["Snapshot"]["dependentTasks"]
@@ -113,6 +117,8 @@ def test_the_compiled_vertex_dag_runs_the_check_after_the_run_lease_and_before_t
     params = check["inputs"]["parameters"]
     assert params["lease_owner"]["runtimeValue"]["constantValue"]["stringValue"] == "{{$.pipeline_job_resource_name}}"
     assert params["metrics_dir"]["runtimeValue"]["constantValue"]["stringValue"].endswith("/root/serving_metrics")
+    target = json.loads(params["endpoint_target"]["runtimeValue"]["constantValue"]["stringValue"])
+    assert target["endpoint"].endswith("/endpoints/42") and target["model_id"] == "penguin"
 
 
 def test_in_a_compiled_run_it_moves_labels_only_as_the_run_holding_the_lease(gcs_bucket, gcs_emulator, tmp_path,
