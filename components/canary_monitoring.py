@@ -10,7 +10,7 @@ from typing import Optional
 
 from components import vertex_endpoint
 from components.canary_check import CANARY, OK, STABLE, TRACKS, Window
-from components.errors import CanaryMetricsError, VertexStateMismatch
+from components.errors import CanaryMetricsError
 from components.model_config import Labels
 
 # The metric types and the monitored resource (type and its labels endpoint_id, location) as Google's own Vertex AI
@@ -121,13 +121,12 @@ def for_endpoint(target: vertex_endpoint.Target, base: str, labels: Labels, moni
     """The series of the endpoint's champion (stable) and challenger (canary) deployed models, as the endpoint
     target recorded them under serving dir `base` and the endpoint confirms; VertexStateMismatch, nothing decided,
     when the endpoint, our record or the TF Serving `labels` disagree. `monitoring_endpoint`: metric_client's."""
-    record = vertex_endpoint.status(target, base)
+    record = vertex_endpoint.agreeing(target, base, labels)
     champion = record.served(vertex_endpoint.CHAMPION) if record else None
     challenger = record.served(vertex_endpoint.CHALLENGER) if record else None
-    if champion is None or challenger is None or (champion.version, challenger.version) != (labels.stable,
-                                                                                           labels.canary):
-        raise VertexStateMismatch(f"{target.endpoint} serves {vertex_endpoint.describe(record)}, the serving labels "
-                                  f"say stable {labels.stable}, canary {labels.canary}: nothing decided")
+    if champion is None or challenger is None:
+        raise CanaryMetricsError(f"{target.endpoint} serves {vertex_endpoint.describe(record)}: no champion and "
+                                 "challenger to compare")
     return EndpointMetrics(target.project, target.region, target.endpoint.rsplit("/", 1)[-1],
                            {STABLE: champion.deployed_model_id, CANARY: challenger.deployed_model_id},
                            metric_client(monitoring_endpoint))

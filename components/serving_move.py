@@ -18,6 +18,7 @@ def move(base: str, model_name: str, action: str, by: str, target: Optional[vert
     if action not in ("promote", "rollback"):
         raise RolloutError(f"unknown serving move {action!r}: promote or rollback")
     if target is not None:
+        vertex_endpoint.agreeing(target, base, rollout.labels(base))
         moved = (vertex_endpoint.promote(target, base, by, why=why) if action == "promote"
                  else vertex_endpoint.rollback(target, base, by, why=why, to=_back_to(base, to)))
         by = f"{by}; vertex endpoint: {moved.note}"

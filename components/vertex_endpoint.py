@@ -14,6 +14,7 @@ from typing import Optional
 
 from components import gcs
 from components.errors import RolloutError, VertexStateMismatch
+from components.model_config import Labels
 from components.storage import append_record, read_records, storage_for
 
 CHAMPION, CHALLENGER, DEFAULT = "champion", "challenger", "default"
@@ -242,6 +243,18 @@ def status(target: Target, base: str) -> Optional[Record]:
         if which not in aliases:
             raise VertexStateMismatch(f"our record says {which} is {target.model}@{served.model_version_id}, whose "
                                       f"aliases are {aliases}; nothing changed")
+    return record
+
+
+def agreeing(target: Target, base: str, labels: Labels) -> Optional[Record]:
+    """status(), when the endpoint serves what TF Serving's labels in `base` say (champion = stable, challenger =
+    canary); VertexStateMismatch naming both otherwise, before anything moves: a move on one side alone would leave
+    the endpoint's traffic and the labels telling different stories."""
+    record = status(target, base)
+    served = tuple(record.served(w) if record else None for w in (CHAMPION, CHALLENGER))
+    if tuple(s.version if s else None for s in served) != (labels.stable, labels.canary):
+        raise VertexStateMismatch(f"{target.endpoint} serves {describe(record)}; the serving labels in {base} say "
+                                  f"stable {labels.stable}, canary {labels.canary}: nothing changed")
     return record
 
 

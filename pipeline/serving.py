@@ -39,7 +39,7 @@ def status(config: Config) -> str:
     if endpoint is not None:
         try:
             lines.append(f"vertex endpoint {endpoint.endpoint}: "
-                         f"{vertex_endpoint.describe(vertex_endpoint.status(endpoint, base))}")
+                         f"{vertex_endpoint.describe(vertex_endpoint.agreeing(endpoint, base, labels))}")
         except VertexStateMismatch as e:
             raise CommandFailed(str(e)) from None
     moves = rollout.events(base)

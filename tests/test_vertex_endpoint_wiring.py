@@ -128,6 +128,29 @@ def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path,
     assert "traffic_split" in capsys.readouterr().err
 
 
+def test_labels_moved_without_the_endpoint_stop_every_command_before_the_endpoint_moves(tmp_path, fake, capsys):
+    from pipeline.cli import main
+    from tests.test_rollout import _version
+
+    root = tmp_path / "root"
+    config = load_config(CONFIG, _sets(root, fake.url))
+    base = config.pipeline.serving_dir
+    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
+    for number in (1, 2):
+        _version(root / "serving_model" / NAME, number)
+        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
+        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+    rollout.rollback(base, NAME, "a TF Serving-only tool")  # the labels drop the canary, the endpoint keeps it
+    before = fake.endpoints[ENDPOINT]["trafficSplit"], [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]]
+    args = ["--config", CONFIG, *[x for s in _sets(root, fake.url) for x in ("--set", s)]]
+    for command in (["status"], ["promote"], ["rollback"], ["rollback", "--to", "1"]):
+        assert main(["serving", *command, *args]) == 1, command
+        assert "the serving labels in" in capsys.readouterr().err
+    assert (fake.endpoints[ENDPOINT]["trafficSplit"],
+            [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]]) == before  # nothing moved
+    assert ve.status(target, base).served(ve.CHALLENGER).version == 2 and rollout.labels(base) == Labels(1)
+
+
 def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
     sets = [s for s in _sets(tmp_path, "") if not s.startswith("serving.vertex_endpoint.api_endpoint")]
     with pytest.raises(ConfigError, match="must be gs://"):
