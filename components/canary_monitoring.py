@@ -121,12 +121,11 @@ def for_endpoint(target: vertex_endpoint.Target, base: str, labels: Labels, moni
     """The series of the endpoint's champion (stable) and challenger (canary) deployed models, as the endpoint
     target recorded them under serving dir `base` and the endpoint confirms; VertexStateMismatch, nothing decided,
     when the endpoint, our record or the TF Serving `labels` disagree. `monitoring_endpoint`: metric_client's."""
-    record = vertex_endpoint.agreeing(target, base, labels)
-    champion = record.served(vertex_endpoint.CHAMPION) if record else None
-    challenger = record.served(vertex_endpoint.CHALLENGER) if record else None
-    if champion is None or challenger is None:
-        raise CanaryMetricsError(f"{target.endpoint} serves {vertex_endpoint.describe(record)}: no champion and "
-                                 "challenger to compare")
+    if labels.stable is None or labels.canary is None:
+        raise CanaryMetricsError(f"no stable and canary out in {base} (stable {labels.stable}, canary "
+                                 f"{labels.canary}): nothing to compare")
+    record = vertex_endpoint.agreeing(target, base, labels)  # so it serves both, as champion and challenger
+    champion, challenger = record.served(vertex_endpoint.CHAMPION), record.served(vertex_endpoint.CHALLENGER)
     return EndpointMetrics(target.project, target.region, target.endpoint.rsplit("/", 1)[-1],
                            {STABLE: champion.deployed_model_id, CANARY: challenger.deployed_model_id},
                            metric_client(monitoring_endpoint))

@@ -9,6 +9,7 @@ from typing import Optional
 
 from components import rollout, serving_dir, vertex_endpoint
 from components.errors import RolloutError
+from components.model_config import Labels
 
 
 def move(base: str, model_name: str, action: str, by: str, target: Optional[vertex_endpoint.Target] = None,
@@ -18,19 +19,20 @@ def move(base: str, model_name: str, action: str, by: str, target: Optional[vert
     if action not in ("promote", "rollback"):
         raise RolloutError(f"unknown serving move {action!r}: promote or rollback")
     if target is not None:
-        vertex_endpoint.agreeing(target, base, rollout.labels(base))
+        current = rollout.labels(base)
+        vertex_endpoint.agreeing(target, base, current)
         moved = (vertex_endpoint.promote(target, base, by, why=why) if action == "promote"
-                 else vertex_endpoint.rollback(target, base, by, why=why, to=_back_to(base, to)))
+                 else vertex_endpoint.rollback(target, base, by, why=why, to=_back_to(base, to, current)))
         by = f"{by}; vertex endpoint: {moved.note}"
     if action == "promote":
         return rollout.promote(base, model_name, by, why=why)
     return rollout.rollback(base, model_name, by, to, why=why)
 
 
-def _back_to(base: str, to: Optional[int]) -> Optional[int]:
+def _back_to(base: str, to: Optional[int], current: Labels) -> Optional[int]:
     """The version a rollback on the endpoint redeploys, as the labels' rollback chooses it; None: drop the
     canary. Refused before the endpoint moves."""
-    back = rollout.rolled_back_to(base, to)
+    back = rollout.rolled_back_to(base, to, current=current)
     if back is not None and back not in {v.number for v in serving_dir.versions(base)}:
         raise RolloutError(f"version {back} is not in {base}; nothing changed")
     return back

@@ -89,19 +89,32 @@ def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_
     assert rollout.labels(str(base)) == Labels(v1, v2)  # the TF Serving labels follow: stable = champion
 
 
+def _two_canary_pushes(root, sets) -> tuple[str, ve.Target]:
+    """What two canary pushes leave on the endpoint stand-in and in the serving dir (the Pusher's own test above
+    pushes real models): version 1 champion and stable, version 2 challenger and canary."""
+    from tests.test_rollout import _version
+
+    config = load_config(CONFIG, sets)
+    base = config.pipeline.serving_dir
+    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
+    for number in (1, 2):
+        _version(root / "serving_model" / NAME, number)
+        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
+        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+    return base, target
+
+
+def _args(sets) -> list[str]:
+    return ["--config", CONFIG, *[x for s in sets for x in ("--set", s)]]
+
+
 def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path, fake, capsys):
     from pipeline.cli import main
     from tests.test_rollout import _version
 
     root = tmp_path / "root"
-    config = load_config(CONFIG, _sets(root, fake.url))
-    base = config.pipeline.serving_dir
-    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
-    for number in (1, 2):  # what two canary pushes leave (the Pusher's own test above pushes real models)
-        _version(root / "serving_model" / NAME, number)
-        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
-        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
-    args = ["--config", CONFIG, *[x for s in _sets(root, fake.url) for x in ("--set", s)]]
+    base, target = _two_canary_pushes(root, _sets(root, fake.url))
+    args = _args(_sets(root, fake.url))
 
     assert main(["serving", "status", *args]) == 0
     assert "challenger: version 2" in capsys.readouterr().out
@@ -130,19 +143,12 @@ def test_the_serving_commands_move_the_endpoint_and_the_labels_in_step(tmp_path,
 
 def test_labels_moved_without_the_endpoint_stop_every_command_before_the_endpoint_moves(tmp_path, fake, capsys):
     from pipeline.cli import main
-    from tests.test_rollout import _version
 
     root = tmp_path / "root"
-    config = load_config(CONFIG, _sets(root, fake.url))
-    base = config.pipeline.serving_dir
-    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
-    for number in (1, 2):
-        _version(root / "serving_model" / NAME, number)
-        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
-        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+    base, target = _two_canary_pushes(root, _sets(root, fake.url))
     rollout.rollback(base, NAME, "a TF Serving-only tool")  # the labels drop the canary, the endpoint keeps it
     before = fake.endpoints[ENDPOINT]["trafficSplit"], [d["id"] for d in fake.endpoints[ENDPOINT]["deployedModels"]]
-    args = ["--config", CONFIG, *[x for s in _sets(root, fake.url) for x in ("--set", s)]]
+    args = _args(_sets(root, fake.url))
     for command in (["status"], ["promote"], ["rollback"], ["rollback", "--to", "1"]):
         assert main(["serving", *command, *args]) == 1, command
         assert "the serving labels in" in capsys.readouterr().err
@@ -188,17 +194,10 @@ def _failing_challenger_out(root, fake, monitoring):
     fails 10 of 50 requests against none of the champion's 100. Returns the --set list, the target and the
     champion's deployed model id."""
     from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
-    from tests.test_rollout import _version
 
     sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={monitoring.address}",
                  "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
-    config = load_config(CONFIG, sets)
-    base = config.pipeline.serving_dir
-    target = ve.Target(**config.serving.endpoint_target(config.vertex, NAME))
-    for number in (1, 2):
-        _version(root / "serving_model" / NAME, number)
-        ve.deploy_canary(target, base, number, _uploaded(target, number), "t")
-        rollout.after_push(base, NAME, number, "canary", f"run-{number}")
+    base, target = _two_canary_pushes(root, sets)
     record = ve.status(target, base)
     champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))
     end = rollout.canary_since(base) + 1  # inside the window: after the challenger went out, before the check
@@ -223,7 +222,7 @@ def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failin
 
     root = tmp_path / "root"
     sets, target, champion = _failing_challenger_out(root, fake, monitoring)
-    args = ["--config", CONFIG, *[x for s in sets for x in ("--set", s)]]
+    args = _args(sets)
 
     assert main(["serving", "check", "--stable-url", "http://127.0.0.1:1/m", *args]) == 2  # scrapes: TF Serving's
     assert "Cloud Monitoring" in capsys.readouterr().err
