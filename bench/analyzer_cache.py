@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.data_generator import write_dataset
 from bench.side_by_side import CONFIG_FILE, measure_ours
-from components.snapshot.spans import DEFAULT_READY_MARKER
+from components.data.snapshot.spans import DEFAULT_READY_MARKER
 from pipeline.config import load_config
 
 WINDOW = 3

@@ -1,6 +1,6 @@
 """The Evaluator alone, on a finished run's artifacts: wall time and peak RSS of its process tree.
 
-Runs our Evaluator executor (components/evaluator.py) with this checkout's eval
+Runs our Evaluator executor (components/evaluation/evaluator.py) with this checkout's eval
 config (pipeline/dag/evaluation.py) and Beam args (pipeline/config.py) on the
 examples, candidate model and baseline a finished local run recorded in its
 MLMD, each run in a fresh process (bench/measure.py samples the tree, Beam's
@@ -30,7 +30,7 @@ from bench.measure import run_measured
 from bench.side_by_side import CONFIG_FILE, ENV, MULTI_PROCESS_FROM_ROWS, beam_settings
 from pipeline.config import REPO_ROOT
 
-EVALUATOR_TYPE = "components.evaluator.EagerMetricsEvaluator"
+EVALUATOR_TYPE = "components.evaluation.evaluator.EagerMetricsEvaluator"
 MULTI_PROCESS = beam_settings(MULTI_PROCESS_FROM_ROWS)  # the pipeline's Beam settings at scale
 
 
@@ -80,7 +80,7 @@ def child(run_root: str, copies: int, overrides: list[str], out: str) -> None:
     """Run the Evaluator executor once, in this process; write its metrics and blessing to `out`/result.json."""
     from tfx.types import standard_component_specs as specs
 
-    from components.evaluator import Executor
+    from components.evaluation.evaluator import Executor
     from pipeline.config import load_config
 
     config = load_config(CONFIG_FILE, overrides)

@@ -1,4 +1,4 @@
-"""ExampleGen alone: ours (components/csv_examples.py) vs TFX's CsvExampleGen on the same generated files.
+"""ExampleGen alone: ours (components/data/csv_examples.py) vs TFX's CsvExampleGen on the same generated files.
 
 Each side runs its executor in a fresh process (`python -m bench.example_gen_bench ours|tfx IN OUT`, imports
 included) with the local Beam settings the pipeline uses at that size (bench/side_by_side.py `beam_settings`), watched
@@ -56,7 +56,7 @@ def plot_example_gen(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for side, label in (("ours", "ours (components/csv_examples.py)"), ("tfx", "TFX CsvExampleGen")):
+    for side, label in (("ours", "ours (components/data/csv_examples.py)"), ("tfx", "TFX CsvExampleGen")):
         points = sorted((int(n), r[side]["wall_seconds"]) for n, r in result["runs"].items()
                         if "wall_seconds" in r[side])
         if points:
@@ -78,7 +78,7 @@ def _run(side: str, input_base: str, out: str, beam_args: list[str]) -> None:
     from tfx.types import standard_artifacts
     from tfx.utils import proto_utils
 
-    from components import csv_examples
+    from components.data import csv_examples
     from pipeline.dag.splits import split_output
 
     config = load_config(REPO_ROOT / "configs" / "local.yaml")

@@ -28,7 +28,7 @@ PEAK_GROWTH_TARGET = 1.5  # the largest size's peak <= 1.5x the next size down's
 
 def _model(work: Path) -> str:
     """A pushed version of this pipeline on the bundled data."""
-    from components import serving_dir
+    from components.serving import serving_dir
 
     root = work / "predict-model"
     subprocess.run(our_command(str(root)), env={**os.environ, **ENV}, cwd=REPO_ROOT, check=True,
@@ -42,7 +42,7 @@ def _model(work: Path) -> str:
 def bench_predict(work: Path, sizes: list[int], beam_settings, tfx_max_rows: int) -> dict:
     root = _model(work)
     model_dir = load_config(CONFIG_FILE, [f"pipeline.root={root}"]).pipeline.serving_dir
-    from components import serving_dir
+    from components.serving import serving_dir
 
     version = serving_dir.serving(model_dir)
     runs: dict[str, dict] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import scoring, tfx_taxi
 from bench.side_by_side import example_paths, fastest, measure_example, measure_ours
-from components.serving_dir import serving
+from components.serving.serving_dir import serving
 from pipeline.config import REPO_ROOT, load_config, resolve
 
 CONFIG_FILE = REPO_ROOT / "configs" / "taxi.yaml"

@@ -4,9 +4,9 @@
 def __getattr__(name: str):
     # `components.DatasetSnapshot` (and `components.Predictions`) are artifact type names, which
     # TFX's Vertex entrypoint imports; resolved lazily so that importing
-    # components.snapshot.store does not load TFX.
+    # components.data.snapshot.store does not load TFX.
     if name == "DatasetSnapshot":
-        from components.snapshot.component import DatasetSnapshot
+        from components.data.snapshot.component import DatasetSnapshot
 
         return DatasetSnapshot
     if name == "Predictions":

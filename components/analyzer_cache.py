@@ -13,7 +13,7 @@ from typing import Optional
 
 from tfx.dsl.io import fileio
 
-from components import lease
+from components.coordination import lease
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,9 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact, artifact_utils, component_spec, standard_artifacts
 from tfx.utils import io_utils, path_utils
 
-from components import serving_model
-from components.csv_examples import csv_files
+from components.data.csv_examples import csv_files
+from components.data.snapshot import store
+from components.data.snapshot.component import SNAPSHOT_KEY, SPAN_DIGESTS, DatasetSnapshot, snapshot_dir, spans_of
 from components.scoring import ledger
 from components.scoring.job import SUMMARY_FILE, InputFile, score_files
 from components.scoring.keys import (
@@ -31,8 +32,7 @@ from components.scoring.keys import (
     SNAPSHOT_DIGEST,
 )
 from components.scoring.plan import plan
-from components.snapshot import store
-from components.snapshot.component import SNAPSHOT_KEY, SPAN_DIGESTS, DatasetSnapshot, snapshot_dir, spans_of
+from components.serving import serving_model
 from trainer.feature_config import FeatureConfig
 
 PREDICTIONS_KEY, PUSHED_MODEL_KEY, SERVING_MODEL_KEY, SCHEMA_KEY = "predictions", "pushed_model", "serving_model", \

@@ -51,7 +51,7 @@ class NoTuningToReuse(ComponentError, LookupError):
 class ServingGateError(ComponentError, ValueError):
     """The candidate or its warm-up requests can't be checked for serving at all (no eval rows, no serving_default
     taking serialized tf.Examples); the message names the model or split. A check that ran and failed is no error:
-    the candidate is refused and the reason recorded (components/serving_gate.py)."""
+    the candidate is refused and the reason recorded (components/serving/serving_gate.py)."""
 
 
 class ServingConfigChanged(ComponentError, RuntimeError):

@@ -16,24 +16,26 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components import lease, rollout, serving_dir, serving_gate, training_record, vertex_endpoint
-from components.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
-from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
+from components import training_record
+from components.coordination import lease
+from components.data.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, DatasetSnapshot, spans_of
+from components.evaluation.evaluator import MAIN_METRIC, MAIN_METRIC_VALUE
+from components.serving import rollout, serving_dir, serving_gate, vertex_endpoint
 
 UNCHANGED_VERSION = "unchanged_version"
-UNCHANGED_LABEL = "unchanged_label"  # which label that version has: stable, or canary (components/rollout.py)
+UNCHANGED_LABEL = "unchanged_label"  # which label that version has: stable, or canary (components/serving/rollout.py)
 REMOVED_DEBRIS = "removed_debris"  # what killed pushes had left, removed by this push ("; "-separated)
 STATISTICS_KEY, SNAPSHOT_KEY, EXAMPLES_KEY = "statistics", "snapshot", "examples"
-# The serving section as GateSettings JSON (components/serving_gate.py); with the examples input, the candidate gets
-# its warm-up file and must pass the serving gate to be pushed.
+# The serving section as GateSettings JSON (components/serving/serving_gate.py); with the examples input, the
+# candidate gets its warm-up file and must pass the serving gate to be pushed.
 SERVING_KEY = "serving"
 REFUSED = "refused"  # why the serving gate refused the candidate (nothing pushed); "" when it passed
 GATE = "serving_gate"  # what the serving gate found, a sentence
 LABELS = "serving_labels"  # the labels after this push: "stable V[, canary W]"
 VERTEX = "vertex_endpoint"  # serving.target vertex_endpoint: champion and challenger after this push
-LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/lease.py) tells debris apart
-# A run on Vertex or Kubeflow: the run that holds that lease (components/run_lease.py) and its ttl. The push
-# renews the lease as that run and heartbeats it while it works; LeaseLost (nothing pushed) if the run lost it.
+LEASE_ROOT = "lease_root"  # the pipeline root whose run lease (components/coordination/lease.py) tells debris apart
+# A run on Vertex or Kubeflow: the run that holds that lease (components/coordination/run_lease.py) and its ttl.
+# The push renews the lease as that run and heartbeats it while it works; LeaseLost (nothing pushed) if the run lost it.
 LEASE_OWNER, LEASE_TTL = "lease_owner", "lease_ttl_seconds"
 
 
@@ -169,7 +171,7 @@ def _write_record(base: str, version: int, input_dict: dict[str, list[types.Arti
 
 
 def _gated_metric(input_dict: dict[str, list[types.Artifact]]) -> Optional[tuple[str, float]]:
-    """(label, value) of the metric the Evaluator blessed the model on (components/evaluator.py)."""
+    """(label, value) of the metric the Evaluator blessed the model on (components/evaluation/evaluator.py)."""
     blessing = (input_dict.get(standard_component_specs.MODEL_BLESSING_KEY) or [None])[0]
     if blessing is None or not blessing.has_custom_property(MAIN_METRIC):
         return None

@@ -173,7 +173,8 @@ def chunks(store: Storage, path: str) -> Iterator[bytes]:
 
 def append_record(store: Storage, directory: str, record: dict) -> None:
     """One JSON object as a new file under `directory`, created once and never rewritten; named by the time, so a
-    listing is in the order they were written (a history of moves: components/rollout.py, vertex_endpoint.py)."""
+    listing is in the order they were written (a history of moves: components/serving/rollout.py,
+    vertex_endpoint.py)."""
     store.create(f"{directory}/{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json",
                  json.dumps(record, sort_keys=True).encode())
 

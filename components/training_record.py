@@ -12,7 +12,7 @@ from tfx.dsl.components.base import base_driver
 from tfx.dsl.io import fileio
 from tfx.proto.orchestration import driver_output_pb2
 
-from components import model_config, serving_dir
+from components.serving import model_config, serving_dir
 from components.storage import chunks, storage_for
 
 RECORDS_DIR = ".training-data"
@@ -31,7 +31,7 @@ class Record:
     snapshot_rows: Optional[int]
     statistics_uri: str  # where the statistics were copied from
     model_uri: str
-    # {span: digest of its source files} (components/snapshot/newness.py); empty in records written before.
+    # {span: digest of its source files} (components/data/snapshot/newness.py); empty in records written before.
     span_digests: dict = dataclasses.field(default_factory=dict)
     # What else decided the model: training config and schema (newness.training_key_of); "" in older records.
     training_key: str = ""

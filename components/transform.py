@@ -19,9 +19,9 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import io_utils, json_utils
 
-from components import column_roles
 from components.analyzer_cache import GenerationStore
-from components.span_example_gen import span_shards
+from components.data import column_roles
+from components.data.span_example_gen import span_shards
 
 ANALYZER_BATCH_SIZE = 1000
 # tf.Transform traces the preprocessing_fn as a TF1 graph, not as tf.functions: in TF2 mode it traces it five
@@ -30,7 +30,8 @@ ANALYZER_BATCH_SIZE = 1000
 TF_COMPAT_V1 = True
 # In Transform's custom_config: where the analyzer cache lives (set by the pipeline for span snapshots).
 ANALYZER_CACHE_ROOT = "analyzer_cache_root"
-# The pipeline root whose run lease (components/lease.py) tells the cache's clean-up what is no run's any more.
+# The pipeline root whose run lease (components/coordination/lease.py) tells the cache's clean-up what is no run's any
+# more.
 LEASE_ROOT = "lease_root"
 _NOT_FEATURES = (ANALYZER_CACHE_ROOT, LEASE_ROOT)
 ANALYZED_SPANS = "analyzed_spans"

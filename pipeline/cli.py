@@ -170,7 +170,7 @@ def cmd_report(config, args) -> int:
 
 
 def cmd_snapshots(config, args) -> int:
-    from components.snapshot.store import format_list, list_snapshots
+    from components.data.snapshot.store import format_list, list_snapshots
 
     print(format_list(list_snapshots(config.snapshots_root)))
     return EXIT_OK
@@ -266,7 +266,7 @@ def _pin_snapshot(args) -> list[str]:
     """--snapshot <prefix> becomes --set snapshot.digest=<full digest>."""
     if not getattr(args, "snapshot", None):
         return args.set
-    from components.snapshot.store import resolve_digest
+    from components.data.snapshot.store import resolve_digest
 
     root = load_config(args.config, args.set).snapshots_root
     try:

@@ -10,9 +10,9 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from components.snapshot.missing_values import DEFAULT_TOKENS
-from components.snapshot.spans import DEFAULT_READY_MARKER, validate_marker, validate_selection
-from components.snapshot.store import DIGEST_RE
+from components.data.snapshot.missing_values import DEFAULT_TOKENS
+from components.data.snapshot.spans import DEFAULT_READY_MARKER, validate_marker, validate_selection
+from components.data.snapshot.store import DIGEST_RE
 from pipeline.endpoints import parse_endpoint
 from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
@@ -44,9 +44,9 @@ class PipelineSection(Section):
     # (pipeline/dag/run_lease.py). So it must outlast the longest stretch without a renewal, from the start
     # through training to the push; a run that outlives it may lose the lease to a waiting run: its Pusher
     # then fails (LeaseLost) and pushes nothing. A waiting run takes a lease over at once when the holder's
-    # backend says its run is over (components/job_state.py), so the ttl only bounds how long a dead holder
+    # backend says its run is over (components/coordination/job_state.py), so the ttl only bounds how long a dead holder
     # blocks when the backend can't answer: 6 h, so a daily schedule's next run is never lost to one. Raise it
-    # for trainings longer than that. Local runs heartbeat theirs (components/lease.py).
+    # for trainings longer than that. Local runs heartbeat theirs (components/coordination/lease.py).
     run_lease_ttl_seconds: float = Field(21600, gt=0)
     # Where compile, submit, schedule and preflight send the pipeline: Vertex AI Pipelines
     # (the vertex section) or a self-hosted Kubeflow Pipelines 2.x (the kubeflow section).
@@ -102,14 +102,14 @@ class DataSection(Section):
     eval_buckets: int = Field(1, ge=1, le=100)
     # Span layout (input_dir holds span-<N>/ or YYYY-MM-DD/ directories): which spans
     # a run trains on, all | latest | window(k), chosen when the run starts
-    # (components/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
+    # (components/data/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
     spans: Optional[str] = None
     # With spans: a span counts only once this file is in it (the producer writes it last; the
     # Hadoop/Beam convention); until then the run summary lists it as waiting. null: every span counts.
     span_ready_marker: Optional[str] = DEFAULT_READY_MARKER
     # A run with nothing new to train on exits after its Snapshot (exit 4) instead of retraining: with spans,
     # no span newer than (or changed since) those the model serving now was trained on; flat, the same content;
-    # either way the same training config and schema (components/snapshot/newness.py, docs/retraining.md).
+    # either way the same training config and schema (components/data/snapshot/newness.py, docs/retraining.md).
     skip_when_no_new_span: bool = True
     # With spans: Transform keeps each span's analysis (means, vocabularies, ...) under
     # <pipeline root>/analyzer_cache and a run analyzes only the spans no earlier run did
@@ -231,7 +231,7 @@ class DataGateSection(Section):
 
 
 class DriftGateSection(Section):
-    """Newest span vs the serving model's training data (components/drift_gate.py)."""
+    """Newest span vs the serving model's training data (components/data/drift_gate.py)."""
     enabled: bool = True
     # Jensen-Shannon divergence for numeric features, L-infinity distance for categorical ones (TFDV),
     # as the features section resolves them; the label by its task. Unused columns are not gated.
@@ -253,7 +253,8 @@ _TOPIC_RE = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/[A-Za-z][
 
 
 class NotifySection(Section):
-    """Who hears how a run ended (components/notify.py): locally at the end of `run`, on Vertex and Kubeflow from
+    """Who hears how a run ended (components/coordination/notify.py): locally at the end of `run`, on Vertex and
+    Kubeflow from
     the exit handler. A failure to notify is logged; it never fails the run."""
     # projects/<project>/topics/<topic> (infra/terraform creates `pipeline-runs`).
     pubsub_topic: Optional[str] = None

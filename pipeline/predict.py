@@ -9,12 +9,13 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from components import serving_dir, training_record
-from components.csv_examples import csv_files
+from components import training_record
+from components.data.csv_examples import csv_files
 from components.errors import ComponentError
-from components.model_config import CANARY, STABLE
 from components.scoring.job import SUMMARY_FILE, Counts, InputFile, beam_pipeline, score_files
 from components.scoring.plan import plan
+from components.serving import serving_dir
+from components.serving.model_config import CANARY, STABLE
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
 from pipeline.data.checks import load_schema, require_features

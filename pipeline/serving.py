@@ -1,13 +1,14 @@
 """`python -m pipeline serving status | promote | rollback [--to VERSION]`: what serves under each label, and moving
-the labels (components/rollout.py) under the root's lock. Why and sources: docs/serving.md."""
+the labels (components/serving/rollout.py) under the root's lock. Why and sources: docs/serving.md."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from components import rollout, serving_dir, serving_move, training_record, vertex_endpoint
+from components import training_record
+from components.coordination.lease import default_owner
 from components.errors import RolloutError, ServingConfigChanged, VertexStateMismatch
-from components.lease import default_owner
+from components.serving import rollout, serving_dir, serving_move, vertex_endpoint
 from pipeline.config import Config
 from pipeline.errors import CommandFailed
 from pipeline.local.lock import run_lock

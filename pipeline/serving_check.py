@@ -1,5 +1,5 @@
 """`python -m pipeline serving check`: record a scrape of each track's TF Serving Prometheus page, let
-components/canary_check.py decide on the recorded window, and promote, roll back or wait, saying why.
+components/serving/canary_check.py decide on the recorded window, and promote, roll back or wait, saying why.
 Why and sources: docs/serving.md."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import time
 import urllib.request
 from typing import Optional
 
-from components.canary_check import judge
-from components.canary_monitoring import for_endpoint
-from components.canary_prometheus import PrometheusScrapes, record
 from components.errors import CanaryMetricsError, VertexStateMismatch
+from components.serving.canary_check import judge
+from components.serving.canary_monitoring import for_endpoint
+from components.serving.canary_prometheus import PrometheusScrapes, record
 from pipeline.config import Config
 from pipeline.endpoints import parse_endpoint
 from pipeline.errors import CommandFailed, ConfigError

@@ -80,7 +80,7 @@ class FakeMonitoring:
 
     def client(self, address: str):
         """The real client, its gRPC transport on an insecure channel to the stand-in."""
-        from components.canary_monitoring import metric_client
+        from components.serving.canary_monitoring import metric_client
 
         return metric_client(address)
 

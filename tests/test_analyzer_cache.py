@@ -18,8 +18,10 @@ import tensorflow_transform as tft
 from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 from tfx.types import channel, standard_artifacts
 
-from components import analyzer_cache, lease, span_example_gen
+from components import analyzer_cache
 from components import transform as transform_component
+from components.coordination import lease
+from components.data import span_example_gen
 from pipeline.config import REPO_ROOT, load_config
 from pipeline.dag.pipeline import PREPROCESSING_FN
 from pipeline.local.lock import run_lock

@@ -1,4 +1,4 @@
-"""The Evaluator's baseline is the model serving now (components/serving_model.py), found in the serving dir."""
+"""The Evaluator's baseline is the model serving now (components/serving/serving_model.py), found in the serving dir."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from tfx.orchestration.portable import data_types
 from tfx.types import standard_artifacts
 from tfx.utils import path_utils
 
-from components import serving_dir, training_record
-from components.serving_model import (
+from components import training_record
+from components.serving import serving_dir
+from components.serving.serving_model import (
     EMPTY,
     MODEL_URI,
     SERVING_DIR,

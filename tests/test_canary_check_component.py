@@ -1,4 +1,5 @@
-"""serving.check.before_run: the CanaryCheck component (components/canary_check_component.py) decides on recorded
+"""serving.check.before_run: the CanaryCheck component (components/serving/canary_check_component.py) decides on
+recorded
 TF Serving scrapes and moves only labels, the reason in the label move; in the DAG it is the first step, after the
 run lease and before the Snapshot, locally and in the compiled Vertex spec, and never a cache hit."""
 
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from components import model_config, rollout, serving_dir
-from components.canary_check_component import CHECKED_AT, CanaryCheckDriver, CanaryCheckExecutor
-from components.model_config import Labels
+from components.serving import model_config, rollout, serving_dir
+from components.serving.canary_check_component import CHECKED_AT, CanaryCheckDriver, CanaryCheckExecutor
+from components.serving.model_config import Labels
 from pipeline.sections.serving import CheckSection
 from tests.test_serving_check import NAME, exposition, record
 
@@ -125,7 +126,7 @@ def test_in_a_compiled_run_it_moves_labels_only_as_the_run_holding_the_lease(gcs
                                                                             monkeypatch):
     """On gs:// (fake-gcs-server): serving dir and scrapes in the bucket; a run that lost its lease moves nothing
     (LeaseLost), the run holding it rolls the failing canary back."""
-    from components import lease
+    from components.coordination import lease
     from tests.test_run_lease import _expired_lease_of
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.url)  # the executor's own default clients

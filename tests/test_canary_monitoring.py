@@ -1,4 +1,5 @@
-"""components/canary_monitoring.py: the canary check on a Vertex AI endpoint's Cloud Monitoring series, read by the
+"""components/serving/canary_monitoring.py: the canary check on a Vertex AI endpoint's Cloud Monitoring series, read
+by the
 real google-cloud-monitoring client from the stand-in (tests/fake_monitoring.py): promote a canary as good as
 stable, roll back a failing one and a slow one, count only the window, and refuse series that can't tell the
 deployed models apart; the stand-in refuses what the API documents it refuses."""
@@ -10,8 +11,9 @@ import time
 import pytest
 from google.api_core import exceptions
 
-from components.canary_check import decide
-from components.canary_monitoring import (
+from components.errors import CanaryMetricsError
+from components.serving.canary_check import decide
+from components.serving.canary_monitoring import (
     DEPLOYED_MODEL,
     ENDPOINT,
     ERROR_COUNT,
@@ -19,7 +21,6 @@ from components.canary_monitoring import (
     PREDICTION_COUNT,
     EndpointMetrics,
 )
-from components.errors import CanaryMetricsError
 from pipeline.sections.serving import CheckSection
 from tests.fake_monitoring import FakeMonitoring
 

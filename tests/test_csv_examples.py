@@ -1,4 +1,4 @@
-"""The batch ExampleGen (components/csv_examples.py) writes the examples TFX's CsvExampleGen writes, in the same
+"""The batch ExampleGen (components/data/csv_examples.py) writes the examples TFX's CsvExampleGen writes, in the same
 splits: on penguins, taxi, generated rows and a file of CSV's awkward cases."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tfx.utils import proto_utils
 from tfx_bsl.coders import csv_decoder
 
 from bench.data_generator import write_dataset
-from components import csv_examples
+from components.data import csv_examples
 from pipeline.config import REPO_ROOT, load_config
 from tests.test_span_example_gen import SPLITS, records
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tfx.types import Channel, standard_artifacts
 
-from components import serving_dir, training_record
-from components.drift_gate import (
+from components import training_record
+from components.data.drift_gate import (
     SCHEMA,
     SNAPSHOT,
     DataDriftError,
@@ -26,8 +26,9 @@ from components.drift_gate import (
     statistics_of,
     with_comparators,
 )
-from components.snapshot.component import DatasetSnapshot
-from components.snapshot.store import DATA_DIR
+from components.data.snapshot.component import DatasetSnapshot
+from components.data.snapshot.store import DATA_DIR
+from components.serving import serving_dir
 from pipeline.config import load_config, resolve
 from pipeline.local import span_data
 from tests.conftest import CONFIG

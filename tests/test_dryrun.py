@@ -180,7 +180,8 @@ def test_calls_other_than_the_jobservice_are_refused_loudly(tmp_path):
 
 def test_a_run_asks_the_emulator_how_a_dry_run_job_is_doing_with_the_real_vertex_client(tmp_path):
     """GetPipelineJob for the dry runs' own jobs (pipeline/dryrun/job_board.py): what a run lease asks about the
-    run holding it and an exit handler about its failed task (components/job_state.py, over gRPC as on Vertex)."""
+    run holding it and an exit handler about its failed task (components/coordination/job_state.py, over gRPC as on
+    Vertex)."""
     from pipeline.dryrun.training.customjob import VertexEmulator
 
     board = JobBoard(tmp_path / "jobs")
@@ -190,7 +191,7 @@ def test_a_run_asks_the_emulator_how_a_dry_run_job_is_doing_with_the_real_vertex
                                        ("RunLease", "tfx-dag", "ran", ""), ("Transform", "tfx-dag", "failed", "OOM")):
         board.task("job-1", task, parent, state, error)
     board.end("job-1", succeeded=False)
-    script = ("import sys; from components.job_state import VertexJobs; j = VertexJobs(); "
+    script = ("import sys; from components.coordination.job_state import VertexJobs; j = VertexJobs(); "
               f"print('ENDED', j.ended({name!r})); print('FAILED', j.failures({name!r})); "
               "print('MISSING', j.ended('projects/test-project/locations/us-central1/pipelineJobs/nope'))")
     with VertexEmulator("test-project", "us-central1", tmp_path / "emulator", lambda n, j: None, print,

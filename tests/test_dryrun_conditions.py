@@ -134,8 +134,8 @@ def _two_spans_in_the_bucket(tmp_path, rows: int, overrides: list[str] = ()):
 def test_dry_run_with_no_new_span_skips_everything_after_the_snapshot(tmp_path):
     """A real dry run of the compiled spec: a version serves that was trained on the bucket's newest span."""
     from components import training_record
-    from components.serving_dir import SAVED_MODEL
-    from components.snapshot import newness
+    from components.data.snapshot import newness
+    from components.serving.serving_dir import SAVED_MODEL
     from pipeline.config import DataSection, resolve
     from pipeline.dag.conditions import training_config_digest
     from pipeline.dryrun.run import dry_run

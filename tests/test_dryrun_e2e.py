@@ -36,8 +36,10 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components import lease, rollout, training_record
-from components.model_config import Labels
+from components import training_record
+from components.coordination import lease
+from components.serving import rollout
+from components.serving.model_config import Labels
 from pipeline.config import REPO_ROOT, load_config
 from pipeline.dryrun.run import dry_run
 from pipeline.dryrun.view import ENDPOINTS_STATE, command_view
@@ -169,7 +171,7 @@ def test_second_run_reingests_the_changed_data(two_runs):
 
 def test_second_run_compares_against_the_first_runs_model(two_runs):
     config, _, (first, _), (second, console) = two_runs
-    # The model serving now (components/serving_model.py): nothing in run 1, run 1's push in run 2.
+    # The model serving now (components/serving/serving_model.py): nothing in run 1, run 1's push in run 2.
     served = [run.runs[0].task("ServingModel").outputs.artifacts["model"] for run in (first, second)]
     assert [a["metadata"]["empty"] for a in served[0]] == [1], console
     assert [a["metadata"]["serving_version"] for a in served[1]] == [first.runs[0].summary.pushed_version], console

@@ -1,4 +1,4 @@
-"""components/evaluator.py: TFMA's eager Keras metric updates run without autograph conversion."""
+"""components/evaluation/evaluator.py: TFMA's eager Keras metric updates run without autograph conversion."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tensorflow as tf
 import tf_keras
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 
-from components.evaluator import BASELINE, CUSTOM_EXTRACTORS, EagerMetricsEvaluator, Executor
+from components.evaluation.evaluator import BASELINE, CUSTOM_EXTRACTORS, EagerMetricsEvaluator, Executor
 
 
 class _WhereItRuns(tf_keras.metrics.Metric):
@@ -50,7 +50,7 @@ def test_executor_runs_tfx_evaluator_with_metric_updates_unconverted(monkeypatch
     monkeypatch.setattr(tfx_evaluator_executor.Executor, "Do", tfx_do)
     Executor().Do({"in": []}, {"out": []}, {"p": 1})
     assert seen["args"] == ({"in": []}, {"out": []},
-                            {"p": 1, CUSTOM_EXTRACTORS: "components.eval_extractors.custom_extractors"})
+                            {"p": 1, CUSTOM_EXTRACTORS: "components.evaluation.eval_extractors.custom_extractors"})
     assert metric.files == [__file__]
     assert float(metric.result()) == 3.0
 
@@ -84,7 +84,7 @@ def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing
     import tensorflow_model_analysis as tfma
 
     from bench.evaluator_bench import evaluator_inputs, run_executor
-    from components.eval_extractors import DROP_STAGE, custom_extractors
+    from components.evaluation.eval_extractors import DROP_STAGE, custom_extractors
 
     config, summary, _ = pipeline_run
     [evaluator] = [c for c in summary.components if c.name == "Evaluator"]
@@ -123,14 +123,14 @@ def test_executor_hands_tfx_our_extractors(monkeypatch):
     Executor().Do({}, {}, {"eval_config": "{}"})
     # How TFX's executor looks the function up (tfx/components/util/udf_utils.py get_fn).
     found = udf_utils.try_get_fn(seen, "custom_extractors")  # a reloaded module's: compare by name
-    assert (found.__module__, found.__name__) == ("components.eval_extractors", "custom_extractors")
+    assert (found.__module__, found.__name__) == ("components.evaluation.eval_extractors", "custom_extractors")
     assert udf_utils.try_get_fn(seen, "custom_eval_shared_model") is None
 
 
 def test_features_are_kept_when_a_slice_or_a_query_key_reads_them():
     import tensorflow_model_analysis as tfma
 
-    from components.eval_extractors import features_unused
+    from components.evaluation.eval_extractors import features_unused
 
     shipped = _shipped_eval_config()
     assert features_unused(shipped)

@@ -1,4 +1,4 @@
-"""ExampleGen on the snapshot artifact (components/example_gen.py) writes what TFX's CsvExampleGen and its
+"""ExampleGen on the snapshot artifact (components/data/example_gen.py) writes what TFX's CsvExampleGen and its
 driver write on the snapshot's data dir, and no spec it compiles to has a driver hook."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components import example_gen, span_example_gen
+from components.data import example_gen, span_example_gen
+from components.data.snapshot import store
+from components.data.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot
 from components.errors import SnapshotError
-from components.snapshot import store
-from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot
 from tests.test_span_example_gen import SPLITS, records, snapshot, write_spans
 
 SPAN_LAYOUT = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*/*")])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.data_gate import check
+from components.data.data_gate import check
 from components.errors import DataAnomaliesError
 from pipeline.cli import main
 from pipeline.config import load_config

@@ -64,6 +64,6 @@ def test_the_emulator_ignores_these_forms_so_our_code_never_relies_on_them(gcs_b
         f.write(b"two")
     assert bucket.blob("x").download_as_bytes() == b"two"
     # A delete's precondition: ignored (GCS would answer 412). Hence release and takeover are
-    # conditional overwrites in components/lease.py, never conditional deletes.
+    # conditional overwrites in components/coordination/lease.py, never conditional deletes.
     bucket.blob("x").delete(if_generation_match=wrong)
     assert bucket.get_blob("x") is None

@@ -41,7 +41,7 @@ def _anomalies(root, eval_reason: str | None = None) -> str:
     """An ExampleAnomalies artifact directory as ExampleValidator writes it (train and eval)."""
     from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-    from components.data_gate import ANOMALIES_FILE
+    from components.data.data_gate import ANOMALIES_FILE
 
     for split in ("train", "eval"):
         proto = anomalies_pb2.Anomalies()

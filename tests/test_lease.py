@@ -1,4 +1,4 @@
-"""The run lease on a gs:// root (components/lease.py), against the real fake-gcs-server.
+"""The run lease on a gs:// root (components/coordination/lease.py), against the real fake-gcs-server.
 
 The emulator honours the precondition forms the lease uses (tests/test_gcs_preconditions.py),
 so a lease that loses its mutual exclusion fails here.
@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from components import gcs, lease
+from components import gcs
+from components.coordination import lease
 from pipeline.errors import RunLocked
 from pipeline.local.lock import run_lock
 
@@ -82,7 +83,7 @@ def test_a_stale_lease_is_taken_over_and_logged_and_its_old_owner_can_neither_be
     assert alive.try_acquire() is not None  # not stale yet: 30 s of 60
     clock.t += 31
     said = []
-    with caplog.at_level(logging.WARNING, logger="components.lease"):
+    with caplog.at_level(logging.WARNING, logger="components.coordination.lease"):
         alive.acquire(0, say=said.append)
     assert alive.taken_over is not None and alive.taken_over.owner == "run-killed"
     assert any("took over the run lease" in r.message and "run-killed" in r.message and "it expired" in r.message

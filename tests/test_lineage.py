@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.snapshot.component import DatasetSnapshot
+from components.data.snapshot.component import DatasetSnapshot
 from pipeline.cli import main
 from pipeline.runs.lineage import code_version, find_model, trace
 from pipeline.runs.mlmd import open_store
@@ -38,7 +38,7 @@ def test_snapshot_digest_is_in_mlmd_and_examplegen_read_the_snapshot(safety_run)
     assert snapshot.custom_properties["rows"].int_value == 344
     assert f"data snapshot: {digest} (344 rows)" in safety_run.output
     data_dir = f"{safety_run.config.snapshots_root}/{digest}/data"
-    # ExampleGen's input is that snapshot artifact (components/example_gen.py), read in its data dir.
+    # ExampleGen's input is that snapshot artifact (components/data/example_gen.py), read in its data dir.
     [read] = [e.artifact_id for e in store.get_events_by_execution_ids([example_gen.id]) if e.type == e.INPUT]
     assert read == snapshot.id and snapshot.custom_properties["snapshot_uri"].string_value + "/data" == data_dir
     # The snapshot holds the source with its NA cells emptied, everything else byte for byte.

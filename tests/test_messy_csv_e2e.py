@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 import yaml
 
-from components import csv_examples
-from components.snapshot import store as snapshots
+from components.data import csv_examples
+from components.data.snapshot import store as snapshots
 from pipeline.config import load_config
 from pipeline.local.runner import run_local
 from tests import messy_data

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from components.snapshot import store as snapshots
-from components.snapshot.missing_values import DEFAULT_TOKENS, clean
+from components.data.snapshot import store as snapshots
+from components.data.snapshot.missing_values import DEFAULT_TOKENS, clean
 
 SHIPPED = importlib.resources.files("palmerpenguins") / "data" / "penguins.csv"
 

@@ -1,11 +1,11 @@
-"""A run's outcome reaches a person (components/notify.py): one JSON message to a Pub/Sub topic (the real
+"""A run's outcome reaches a person (components/coordination/notify.py): one JSON message to a Pub/Sub topic (the real
 google-cloud-pubsub client against tests/fake_pubsub.py) and/or a webhook; a failure to notify never fails the run."""
 
 from __future__ import annotations
 
 import pytest
 
-from components import notify
+from components.coordination import notify
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
 from tests.conftest import CONFIG

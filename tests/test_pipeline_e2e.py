@@ -95,7 +95,7 @@ def test_reruns_push_nothing_and_the_second_is_served_from_cache(pipeline_run):
     assert told.body["state"] == "SUCCEEDED" and told.body["run"] == second.run_id and "pushed_version" not in told.body
     assert told.body["link"].endswith("report.html") and f"notified webhook {url}/runs: HTTP 200" in console.getvalue()
     # Nothing changed since the first run pushed: its Snapshot finds the model serving now trained on exactly
-    # this data and config (components/snapshot/newness.py) and the run stops there, pushing nothing (exit 4).
+    # this data and config (components/data/snapshot/newness.py) and the run stops there, pushing nothing (exit 4).
     assert {c.name: c.state for c in second.components} == {"Snapshot": "ran"}, second.components
     assert second.nothing_new and "the source is unchanged" in second.nothing_new, second.nothing_new
     assert first.pushed_version in second.nothing_new

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components import csv_examples, serving_dir
 from components.bulk_inferrer import model_to_use
+from components.data import csv_examples
 from components.scoring import ledger
 from components.scoring.columns import Columns, ColumnType
 from components.scoring.rows import score_rows
+from components.serving import serving_dir
 from pipeline.cli import main
 from pipeline.runs.mlmd import Reader, open_store
 from pipeline.runs.report import render
@@ -216,7 +217,7 @@ def test_the_bulk_inferrer_scores_only_the_spans_it_has_not_scored(finished_run,
     from tfx.types import standard_artifacts
 
     from components.bulk_inferrer import Executor, Predictions
-    from components.snapshot.component import DatasetSnapshot, SnapshotExecutor
+    from components.data.snapshot.component import DatasetSnapshot, SnapshotExecutor
 
     run = finished_run()
     header, *rows = PENGUINS.read_text().splitlines()
@@ -305,7 +306,7 @@ def test_the_job_translates_for_dataflow_with_the_pipeline_image_as_the_workers_
 
 
 def test_the_default_is_the_stable_version_and_a_label_picks_its_own(tmp_path):
-    from components import model_config
+    from components.serving import model_config
     from pipeline.config import load_config
     from pipeline.predict import choose_version
 

@@ -1,4 +1,4 @@
-"""Pushes that can't collide or leave debris (components/serving_dir.py, training_record.py), on a local
+"""Pushes that can't collide or leave debris (components/serving/serving_dir.py, training_record.py), on a local
 serving directory and on gs:// against the real fake-gcs-server (whose preconditions
 tests/test_gcs_preconditions.py pins).
 
@@ -17,7 +17,9 @@ from typing import Optional
 
 import pytest
 
-from components import lease, serving_dir, training_record
+from components import training_record
+from components.coordination import lease
+from components.serving import serving_dir
 from pipeline.config import load_config
 from pipeline.local.lock import run_lock
 from pipeline.runs.history import Row, format_history

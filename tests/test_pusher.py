@@ -2,7 +2,7 @@
 and every version it publishes gets its training-data record first (components/training_record.py).
 
 (The first plain rerun after a push reaches this check: its cached candidate is the model serving now,
-components/serving_model.py. So does a retrained, bit-identical model, e.g. with caching off.)"""
+components/serving/serving_model.py. So does a retrained, bit-identical model, e.g. with caching off.)"""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
-from components import serving_dir, training_record
+from components import training_record
+from components.data.snapshot.component import DatasetSnapshot
 from components.pusher import (
     LEASE_ROOT,
     REMOVED_DEBRIS,
@@ -26,7 +27,7 @@ from components.pusher import (
     UNCHANGED_VERSION,
     PushExecutor,
 )
-from components.snapshot.component import DatasetSnapshot
+from components.serving import serving_dir
 from pipeline.local.lock import run_lock
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from components.model_config import CONFIG_FILE, TRACK_FILES
-from components.rollout import EVENTS_DIR
-from components.serving_dir import CLAIMS_DIR, claims, versions
-from components.snapshot import newness, spans
+from components.data.snapshot import newness, spans
+from components.serving.model_config import CONFIG_FILE, TRACK_FILES
+from components.serving.rollout import EVENTS_DIR
+from components.serving.serving_dir import CLAIMS_DIR, claims, versions
 from components.training_record import RECORDS_DIR
 from pipeline.config import load_config, resolve
 from pipeline.errors import EXIT_NOTHING_NEW, EXIT_OK
@@ -70,7 +70,7 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     assert list(claims(serving)) == [versions(serving)[0].number]
     # The second run decided against the first run's model: nothing had changed, so its Trainer was the
     # first run's execution from cache; the model serving now was the first run's push, so the Evaluator
-    # compared the candidate with itself (components/serving_model.py) and the Pusher, finding it
+    # compared the candidate with itself (components/serving/serving_model.py) and the Pusher, finding it
     # byte-identical to the serving version, did not push it again.
     later = summarize(config.pipeline.metadata_path, config.pipeline.name)
     assert {n: later.component(n).state for n in ("Trainer", "ServingModel", "Evaluator", "Pusher")} == {
@@ -80,7 +80,7 @@ def test_two_runs_started_together_take_turns_and_the_rerun_pushes_nothing(tmp_p
     assert len([a for a in reader.artifacts_of_type("PushedModel") if mlmd.properties(a).get("pushed") == 1]) == 1
     assert mlmd.properties(reader.artifact(later.output("Pusher", "PushedModel").id))["pushed"] == 0
     # Same inputs, but a model serves now that did not when the first run's gate ran: the gate ran again
-    # against that version's training-data record instead of being a stale cache hit (components/drift_gate.py).
+    # against that version's training-data record instead of being a stale cache hit (components/data/drift_gate.py).
     assert later.component("DriftGate").state != "cached"
 
     # The snapshot held exactly the window's spans, and MLMD says so.

@@ -1,4 +1,5 @@
-"""components/rollout.py and components/model_config.py: a push labels its version stable (direct) or canary; promote
+"""components/serving/rollout.py and components/serving/model_config.py: a push labels its version stable (direct) or
+canary; promote
 and rollback move the labels and delete nothing; every model config written parses with tensorflow-serving-api's
 model_server_config_pb2; on GCS the config is replaced only under its generation."""
 
@@ -10,9 +11,10 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from components import model_config, rollout, serving_dir, training_record
+from components import training_record
 from components.errors import RolloutError, ServingConfigChanged
-from components.model_config import Labels
+from components.serving import model_config, rollout, serving_dir
+from components.serving.model_config import Labels
 
 NAME = "penguin-tpu"
 
@@ -140,8 +142,8 @@ def test_on_gcs_the_config_is_replaced_only_under_its_generation(gcs_bucket):
 # -- "the model serving now" while a canary is out (docs/serving.md) --
 
 def test_a_canary_push_leaves_stable_serving_and_a_candidate_identical_to_the_canary_is_not_pushed(tmp_path):
-    from components import serving_gate, warmup
     from components.pusher import LABELS, UNCHANGED_LABEL, UNCHANGED_VERSION
+    from components.serving import serving_gate, warmup
     from tests import serving_models
 
     settings = serving_gate.GateSettings(model_name=NAME, warmup_requests=2, rollout="canary")
@@ -172,7 +174,7 @@ def _record(base: Path, version: int, digest: str, key: str = "k") -> None:
 
 
 def test_nothing_new_compares_with_stable_and_never_retrains_what_the_canary_is(tmp_path):
-    from components.snapshot import newness
+    from components.data.snapshot import newness
 
     base = tmp_path / "serving"
     for number, digest in ((1, "a" * 64), (2, "b" * 64)):
@@ -191,7 +193,7 @@ def test_nothing_new_compares_with_stable_and_never_retrains_what_the_canary_is(
 def test_baseline_warm_start_and_drift_baseline_follow_stable_while_a_canary_is_out(tmp_path):
     from tfx.types import standard_artifacts
 
-    from components.serving_model import SERVING_DIR, SERVING_VERSION, ServingModelExecutor
+    from components.serving.serving_model import SERVING_DIR, SERVING_VERSION, ServingModelExecutor
 
     base = tmp_path / "serving"
     for number in (1, 2):

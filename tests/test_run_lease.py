@@ -1,4 +1,5 @@
-"""The run lease of a run on Vertex or Kubeflow (components/run_lease.py, components/lease.py), against the real
+"""The run lease of a run on Vertex or Kubeflow (components/coordination/run_lease.py,
+components/coordination/lease.py), against the real
 fake-gcs-server: taken by the run's first task, renewed by its Pusher, released only by its own exit handler;
 and the bucket mount that sends these objects to GCS while everything else stays a file (components/gcs.py)."""
 
@@ -9,8 +10,10 @@ import urllib.request
 
 import pytest
 
-from components import gcs, lease, serving_dir
+from components import gcs
+from components.coordination import lease
 from components.pusher import LEASE_OWNER, LEASE_TTL
+from components.serving import serving_dir
 from pipeline.dryrun import gcs_emulator
 
 
@@ -38,7 +41,7 @@ def test_a_run_holds_the_lease_from_its_first_task_until_its_own_exit_handler_re
 
 
 def test_an_unreplaced_owner_placeholder_is_refused():
-    from components.run_lease import OWNER_PLACEHOLDER, RunLease
+    from components.coordination.run_lease import OWNER_PLACEHOLDER, RunLease
 
     with pytest.raises(ValueError, match="placeholder"):
         RunLease.EXECUTOR_SPEC.executor_class().Do(
@@ -53,7 +56,7 @@ def test_a_cancelled_vertex_run_holding_the_lease_never_blocks_the_next_run(gcs_
     """Its exit handler did not run (a cancel): the next run asks Vertex AI (the real aiplatform client against
     tests/fake_vertex.py) and takes the lease over at once; while the holder runs, or when Vertex can't answer,
     the next run waits and fails naming it (fail closed)."""
-    from components.job_state import VertexJobs
+    from components.coordination.job_state import VertexJobs
     from tests.fake_vertex import FakeVertex
 
     root, client = _root(gcs_bucket), gcs_bucket.client
@@ -86,7 +89,7 @@ def test_a_cancelled_vertex_run_holding_the_lease_never_blocks_the_next_run(gcs_
 def test_a_cancelled_kubeflow_run_holding_the_lease_never_blocks_the_next_run(gcs_bucket, tmp_path):
     """The same on Kubeflow Pipelines: the run id the lease recorded, asked of the KFP API (the real
     kfp_server_api client against tests/fake_kfp.py) with the pod's token."""
-    from components.job_state import KubeflowRuns
+    from components.coordination.job_state import KubeflowRuns
     from tests.fake_kfp import FakeKfp
 
     root, client = _root(gcs_bucket), gcs_bucket.client

@@ -1,4 +1,4 @@
-"""An edited schema file is imported again on a run with caching on (components/schema_import.py).
+"""An edited schema file is imported again on a run with caching on (components/data/schema_import.py).
 
 Each case runs a one-component pipeline twice with TFX's LocalDagRunner and a
 SQLite MLMD store, editing the schema file in place between the runs.
@@ -15,7 +15,7 @@ from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 
-from components.schema_import import SchemaImport
+from components.data.schema_import import SchemaImport
 
 SCHEMA = 'feature {{ name: "x" type: {kind} }}\n'
 

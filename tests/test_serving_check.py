@@ -1,5 +1,5 @@
-"""components/canary_check.py on TF Serving's recorded Prometheus scrapes of both Deployments
-(components/canary_prometheus.py), and the `serving check` command (pipeline/serving_check.py): promote a canary
+"""components/serving/canary_check.py on TF Serving's recorded Prometheus scrapes of both Deployments
+(components/serving/canary_prometheus.py), and the `serving check` command (pipeline/serving_check.py): promote a canary
 that does as well as stable, roll back one that errs or is slow, wait for enough time and traffic."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from components import canary_prometheus, rollout
-from components.canary_check import decide as decide_on
-from components.canary_prometheus import PrometheusScrapes, parse
-from components.model_config import Labels
+from components.serving import canary_prometheus, rollout
+from components.serving.canary_check import decide as decide_on
+from components.serving.canary_prometheus import PrometheusScrapes, parse
+from components.serving.model_config import Labels
 from pipeline.errors import ConfigError
 from pipeline.sections.serving import CheckSection
 
@@ -106,7 +106,7 @@ def test_a_restarted_server_counts_from_zero(tmp_path):
 
 
 def test_the_command_scrapes_both_deployments_then_rolls_back_a_failing_canary(tmp_path, capsys):
-    from components import serving_dir
+    from components.serving import serving_dir
     from pipeline.cli import main
     from tests.conftest import CONFIG
 

@@ -1,4 +1,5 @@
-"""Whole pushes (components/serving_dir.py) and the run lock (pipeline/local/lock.py), without a pipeline run."""
+"""Whole pushes (components/serving/serving_dir.py) and the run lock (pipeline/local/lock.py), without a pipeline
+run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from components import serving_dir
+from components.serving import serving_dir
 from pipeline.errors import RunLocked
 from pipeline.local.lock import LOCK_FILE, run_lock
 
@@ -57,7 +58,7 @@ def test_tree_digest_tells_models_apart(tmp_path):
 _KILLED_PUSH = textwrap.dedent("""
     import sys, time
     from tfx.dsl.io import fileio
-    from components import serving_dir
+    from components.serving import serving_dir
 
     def slow_copy(src, dst):
         fileio.copy(src, dst, overwrite=True)

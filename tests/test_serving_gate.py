@@ -1,4 +1,5 @@
-"""components/warmup.py and components/serving_gate.py: the warm-up file holds PredictionLogs from real eval rows
+"""components/serving/warmup.py and components/serving/serving_gate.py: the warm-up file holds PredictionLogs from
+real eval rows
 that replay through the SavedModel, and a candidate TF Serving could not serve is refused by a TF-only process."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from components import serving_gate, warmup
 from components.errors import ServingGateError
+from components.serving import serving_gate, warmup
 from tests import serving_models
 from tests.conftest import tree_hashes
 from tests.serving_models import LABEL
@@ -76,8 +77,8 @@ def test_no_eval_rows_is_an_error_naming_the_split(tmp_path, saved):
 
 
 def test_the_pusher_pushes_the_candidate_with_its_warmup_and_refuses_one_that_cannot_serve(tmp_path, saved):
-    from components import serving_dir
     from components.pusher import GATE, REFUSED
+    from components.serving import serving_dir
 
     model, examples = saved
     base = tmp_path / "serving"
@@ -133,7 +134,7 @@ def test_the_same_rows_give_the_same_warmup_bytes_in_any_process(tmp_path, saved
     import sys
 
     model, examples = saved
-    script = ("import sys; from components import serving_gate as g; "
+    script = ("import sys; from components.serving import serving_gate as g; "
               "g.add_warmup(sys.argv[1], sys.argv[2], g.GateSettings.from_json(sys.argv[3]))")
     digests = set()
     for seed in ("1", "3"):  # two seeds that order these rows' features differently (without it, this fails)

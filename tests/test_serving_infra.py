@@ -1,4 +1,5 @@
-"""infra/serving/: TF Serving on the model config files the Pusher writes (components/model_config.py), a stable and
+"""infra/serving/: TF Serving on the model config files the Pusher writes (components/serving/model_config.py), a
+stable and
 a canary server each; both files validated against their schemas (tests/schemas/README.md)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from components.model_config import TRACK_FILES
+from components.serving.model_config import TRACK_FILES
 from pipeline.config import load_config
 from tests.infra_support import INFRA, PINNED_IMAGE, VERTEX_CONFIG
 

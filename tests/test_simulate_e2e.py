@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from components import serving_dir
-from components.warmup import WARMUP_DIR, WARMUP_FILE
+from components.serving import serving_dir
+from components.serving.warmup import WARMUP_DIR, WARMUP_FILE
 from pipeline.config import load_config
 from pipeline.local.simulate import simulate
 from pipeline.runs.history import history
@@ -63,7 +63,7 @@ def test_three_spans_push_retrain_and_stop_on_drift(simulation):
     serving = serving_dir.serving(config.pipeline.serving_dir)
     assert serving.name == second.pushed_version and [r.serving for r in rows] == [False, True, False]
     model = second_summary.output("Trainer", "Model")
-    # The trained model's files, and the warm-up file the Pusher added (components/warmup.py).
+    # The trained model's files, and the warm-up file the Pusher added (components/serving/warmup.py).
     served, trained = (tree_hashes(Path(p)) for p in (serving.path, f"{model.uri}/Format-Serving"))
     assert served.pop(f"{WARMUP_DIR}/{WARMUP_FILE}") and served == trained
     assert len(serving_dir.versions(config.pipeline.serving_dir)) == 2

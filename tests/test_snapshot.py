@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.snapshot import store as snapshots
+from components.data.snapshot import store as snapshots
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
 
@@ -66,7 +66,7 @@ def test_crash_mid_copy_leaves_nothing_that_looks_complete(tmp_path):
     src.mkdir()
     for i in range(24):
         (src / f"part-{i:02d}.csv").write_bytes(b"a,b\n" + os.urandom(4 << 20).hex().encode()[: 4 << 20] + b"\n")
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from components.snapshot import store; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from components.data.snapshot import store; "
                              "store.create(sys.argv[1], sys.argv[2])", str(src), str(root)],
                             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:

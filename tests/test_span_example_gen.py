@@ -14,8 +14,8 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.utils import proto_utils
 
-from components import csv_examples, span_example_gen
-from components.snapshot import store
+from components.data import csv_examples, span_example_gen
+from components.data.snapshot import store
 from pipeline.config import REPO_ROOT
 
 PENGUINS = REPO_ROOT / "data" / "penguins" / "penguins.csv"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components.snapshot import spans, store
-from components.snapshot.component import SPANS, SnapshotExecutor
+from components.data.snapshot import spans, store
+from components.data.snapshot.component import SPANS, SnapshotExecutor
 from pipeline.config import load_config
 from pipeline.errors import ConfigError
 from pipeline.local import span_data
@@ -20,7 +20,7 @@ def _outputs(snapshot) -> dict:
     """The Snapshot's outputs as TFX hands them to its executor: the DatasetSnapshot and the decision beside it."""
     from tfx.types import standard_artifacts
 
-    from components.snapshot.component import NEW_DATA_KEY, SNAPSHOT_KEY
+    from components.data.snapshot.component import NEW_DATA_KEY, SNAPSHOT_KEY
 
     decision = standard_artifacts.Integer()
     decision.uri = snapshot.uri.rstrip("/") + "-new_data"
@@ -84,7 +84,7 @@ def test_config_rejects_bad_selections(bad):
 
 def test_window_2_of_four_spans_snapshots_exactly_spans_3_and_4(tmp_path):
     """The Snapshot step's executor, run as TFX runs it, on a source that gains a span between runs."""
-    from components.snapshot.component import DatasetSnapshot, snapshot_dir
+    from components.data.snapshot.component import DatasetSnapshot, snapshot_dir
 
     src = _spans(tmp_path / "src", "span-1", "span-2", "span-3", "span-4")
     snapshot = DatasetSnapshot()
@@ -137,8 +137,8 @@ def _serve(serving: Path, version: int, trained_on: tuple[str, ...], tmp_path: P
     """A loadable version with its training-data record, as the Pusher leaves it (components/training_record.py);
     trained with the training key a Snapshot without a training config and schema computes, unless given."""
     from components import training_record
-    from components.serving_dir import SAVED_MODEL
-    from components.snapshot import newness
+    from components.data.snapshot import newness
+    from components.serving.serving_dir import SAVED_MODEL
 
     stats = tmp_path / f"stats-{version}" / training_record.TRAIN_SPLIT
     stats.mkdir(parents=True)
@@ -155,8 +155,8 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
     local cache key, which must change when a version starts serving."""
     from tfx.orchestration.portable import data_types
 
-    from components.snapshot import newness
-    from components.snapshot.component import (
+    from components.data.snapshot import newness
+    from components.data.snapshot.component import (
         FINGERPRINT,
         SERVING_DIR,
         SKIP_WHEN_NO_NEW_SPAN,
@@ -194,7 +194,7 @@ def test_the_snapshot_says_whether_a_span_is_new_to_the_serving_model(tmp_path):
 def test_a_flat_source_is_new_until_a_version_trained_on_exactly_its_content_and_config_serves(tmp_path):
     """A flat source (no spans): the snapshot's content digest and the training key against the serving version's
     record; a one-byte change, another training config or an edited schema file make the run new again."""
-    from components.snapshot.component import (
+    from components.data.snapshot.component import (
         NEW_DATA_KEY,
         SCHEMA_FILE,
         SERVING_DIR,
@@ -270,7 +270,7 @@ class _Snapshotter:
     """The Snapshot step's executor, run as TFX runs it, with the ready marker and the newness check on."""
 
     def __init__(self, tmp_path: Path, src: Path, selection: str = "window(2)"):
-        from components.snapshot.component import SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN, SPAN_READY_MARKER
+        from components.data.snapshot.component import SERVING_DIR, SKIP_WHEN_NO_NEW_SPAN, SPAN_READY_MARKER
 
         self.tmp_path, self.serving = tmp_path, tmp_path / "serving"
         self.props = {"source_uri": str(src), "snapshots_root": str(tmp_path / "snaps"), SPANS: selection,
@@ -278,7 +278,7 @@ class _Snapshotter:
         self.runs = 0
 
     def run(self):
-        from components.snapshot.component import DatasetSnapshot
+        from components.data.snapshot.component import DatasetSnapshot
 
         self.runs += 1
         snapshot = DatasetSnapshot()
@@ -290,8 +290,8 @@ class _Snapshotter:
     def serve(self, snapshot, version: int) -> None:
         """The Pusher published `version`, trained on `snapshot`, with its record (as components/pusher.py does)."""
         from components import training_record
-        from components.serving_dir import SAVED_MODEL
-        from components.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, spans_of
+        from components.data.snapshot.component import SPAN_DIGESTS, TRAINING_KEY, spans_of
+        from components.serving.serving_dir import SAVED_MODEL
 
         stats = self.tmp_path / f"stats-{version}" / training_record.TRAIN_SPLIT
         stats.mkdir(parents=True)
@@ -304,7 +304,7 @@ class _Snapshotter:
 
 
 def test_a_span_without_its_marker_waits_and_is_reported_then_counts_once_marked(tmp_path):
-    from components.snapshot.component import WAITING_SPANS
+    from components.data.snapshot.component import WAITING_SPANS
     from pipeline.runs.summary import RunSummary, format_summary
 
     src = _spans(tmp_path / "src", "span-1", "span-2", "span-3")

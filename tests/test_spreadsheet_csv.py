@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as csv_executor
 
-from components import csv_examples
-from components.snapshot import store as snapshots
+from components.data import csv_examples
+from components.data.snapshot import store as snapshots
 from pipeline.config import load_config
 from pipeline.data.checks import check_features
 from pipeline.errors import ConfigError

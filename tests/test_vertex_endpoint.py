@@ -1,4 +1,4 @@
-"""The Vertex endpoint target (components/vertex_endpoint.py) through the real google-cloud-aiplatform client
+"""The Vertex endpoint target (components/serving/vertex_endpoint.py) through the real google-cloud-aiplatform client
 against the loopback stand-in (pipeline/dryrun/vertex_endpoints.py), and each rule the stand-in enforces."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import aiplatform_v1
 
-from components import vertex_endpoint as ve
 from components.errors import RolloutError, VertexStateMismatch
 from components.gcs import api_uri
+from components.serving import vertex_endpoint as ve
 from pipeline.dryrun.vertex_endpoints import VertexEndpoints
 
 LOC = "projects/p/locations/us-central1"

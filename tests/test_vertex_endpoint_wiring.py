@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from components import rollout
-from components import vertex_endpoint as ve
-from components.model_config import Labels
+from components.serving import rollout
+from components.serving import vertex_endpoint as ve
+from components.serving.model_config import Labels
 from pipeline.config import load_config
 from pipeline.dryrun.vertex_endpoints import VertexEndpoints
 from pipeline.errors import ConfigError
@@ -60,9 +60,9 @@ def test_target_vertex_endpoint_needs_its_section():
 
 
 def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_bucket, gcs_emulator, monkeypatch):
-    from components import serving_gate
     from components.gcs import MOUNT_ENV
     from components.pusher import VERTEX
+    from components.serving import serving_gate
     from tests import serving_models
 
     # As on Vertex (and in a dry run): the serving dir under the bucket mount, the push's claims on GCS.
@@ -165,7 +165,7 @@ def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
 
 def _counted(metric: str, model: str, value, end: float) -> dict:
     """One Cloud Monitoring series of the endpoint with a single one-minute point ending at `end`."""
-    from components.canary_monitoring import DEPLOYED_MODEL, LATENCIES
+    from components.serving.canary_monitoring import DEPLOYED_MODEL, LATENCIES
 
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end))
     start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end - 60))
@@ -193,7 +193,7 @@ def _failing_challenger_out(root, fake, monitoring):
     """Two canary pushes on the endpoint stand-in, and Cloud Monitoring series in which the challenger (version 2)
     fails 10 of 50 requests against none of the champion's 100. Returns the --set list, the target and the
     champion's deployed model id."""
-    from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
+    from components.serving.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
 
     sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={monitoring.address}",
                  "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
@@ -217,7 +217,7 @@ def _rolled_back(fake, target, base, champion) -> bool:
 
 def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failing_challenger_back(tmp_path, fake,
                                                                                                   monitoring, capsys):
-    from components.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
+    from components.serving.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
     from pipeline.cli import main
 
     root = tmp_path / "root"

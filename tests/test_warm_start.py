@@ -119,12 +119,12 @@ def test_no_base_model_is_a_cold_start(base):
 
 
 def _serving_model(serving, out):
-    """The Trainer's base_model as the pipeline hands it over: components/serving_model.py's artifact, read
+    """The Trainer's base_model as the pipeline hands it over: components/serving/serving_model.py's artifact, read
     by TFX's Trainer executor at path_utils.serving_model_path (fn_args.base_model)."""
     from tfx.types import standard_artifacts
     from tfx.utils import path_utils
 
-    from components.serving_model import SERVING_DIR, ServingModelExecutor
+    from components.serving.serving_model import SERVING_DIR, ServingModelExecutor
 
     model = standard_artifacts.Model()
     model.uri = str(out)
@@ -135,7 +135,7 @@ def _serving_model(serving, out):
 
 def test_warm_start_from_the_model_serving_now(base, tmp_path, caplog):
     """The serving version, not any other model: published to a serving dir, found there, copied, restored."""
-    from components import serving_dir
+    from components.serving import serving_dir
 
     root, d, base_dir = base
     nothing = _serving_model(tmp_path / "serving", tmp_path / "empty")

@@ -10,7 +10,7 @@ from trainer import roles as data_roles
 from trainer.feature_config import ResolvedFeatures
 
 HEADER = ("column", "role", "encoding", "why")
-# On the TransformGraph artifact: the table as JSON (components/column_roles.py writes it).
+# On the TransformGraph artifact: the table as JSON (components/data/column_roles.py writes it).
 ARTIFACT_PROPERTY = "column_roles"
 
 

@@ -29,7 +29,7 @@ CHIEF_EXPORT_WAIT_SECONDS = 600
 def _warm_start(cfg: TrainerConfig, fn_args, tft_output: tft.TFTransformOutput):
     if not cfg.warm_start:
         return None
-    # TFX hands the base_model channel (the model serving now, components/serving_model.py) over as its
+    # TFX hands the base_model channel (the model serving now, components/serving/serving_model.py) over as its
     # Format-Serving dir; with nothing serving that artifact is empty and the dir holds no SavedModel.
     base = getattr(fn_args, "base_model", None)
     assets = os.path.join(tft_output.transform_savedmodel_dir, "assets")

@@ -46,7 +46,7 @@ def output_dims(model_dir: str) -> dict[str, list[int]]:
     from tensorflow.core.protobuf import saved_model_pb2
     from tfx.dsl.io import fileio
 
-    from components import serving_dir, serving_probe
+    from components.serving import serving_dir, serving_probe
 
     saved = saved_model_pb2.SavedModel()
     with fileio.open(f"{model_dir.rstrip('/')}/{serving_dir.SAVED_MODEL}", "rb") as f:

@@ -8,7 +8,7 @@ from typing import Iterator, Optional, Sequence
 
 from tfx_bsl.coders import example_coder
 
-from components import csv_examples
+from components.data import csv_examples
 from components.scoring.columns import Columns, ColumnType
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)

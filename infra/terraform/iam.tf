@@ -60,7 +60,7 @@ resource "google_project_iam_custom_role" "dataflow_launcher" {
 }
 
 # serving.check.before_run with serving.target vertex_endpoint: the run's first step
-# (components/canary_check_component.py) reads the endpoint's prediction series
+# (components/serving/canary_check_component.py) reads the endpoint's prediction series
 # with Cloud Monitoring's ListTimeSeries, which needs monitoring.timeSeries.list
 # alone (roles/monitoring.viewer would add dashboards, alert policies, uptime
 # checks and the project's metric descriptors).

@@ -7,8 +7,8 @@ from typing import Optional
 
 from tfx.dsl.components.base.base_node import BaseNode
 
-from components.canary_check_component import CanaryCheck
-from components.run_lease import OWNER_PLACEHOLDER
+from components.coordination.run_lease import OWNER_PLACEHOLDER
+from components.serving.canary_check_component import CanaryCheck
 from pipeline.config import Config
 
 CANARY_CHECK_ID = "CanaryCheck"

@@ -11,8 +11,8 @@ from typing import ContextManager
 # From its defining module, not tfx.v1 (which imports the Vertex extensions; pipeline/dag/pipeline.py).
 from tfx.dsl.experimental.conditionals.conditional import Cond
 
-from components.snapshot.component import SNAPSHOT_KEY, Snapshot
-from components.snapshot.newness import NEW_SPAN
+from components.data.snapshot.component import SNAPSHOT_KEY, Snapshot
+from components.data.snapshot.newness import NEW_SPAN
 from pipeline.config import Config
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tfx.dsl.components.base.base_node import BaseNode
 
+from components.data.snapshot.component import SNAPSHOT_KEY, Snapshot
 from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID
-from components.snapshot.component import SNAPSHOT_KEY, Snapshot
 from pipeline.config import Config, join, resolve
 
 

@@ -12,15 +12,15 @@ from tfx.orchestration.metadata import sqlite_metadata_connection_config
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 
-from components.data_gate import DataGate
-from components.drift_gate import DriftGate
-from components.evaluator import EagerMetricsEvaluator
-from components.example_gen import SnapshotExampleGen, SpanSnapshotExampleGen
+from components.coordination.run_lease import OWNER_PLACEHOLDER
+from components.data.data_gate import DataGate
+from components.data.drift_gate import DriftGate
+from components.data.example_gen import SnapshotExampleGen, SpanSnapshotExampleGen
+from components.data.schema_import import SchemaImport
+from components.data.snapshot.component import SNAPSHOT_KEY, Snapshot
+from components.evaluation.evaluator import EagerMetricsEvaluator
 from components.pusher import Pusher
-from components.run_lease import OWNER_PLACEHOLDER
-from components.schema_import import SchemaImport
-from components.serving_model import ServingModel
-from components.snapshot.component import SNAPSHOT_KEY, Snapshot
+from components.serving.serving_model import ServingModel
 from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
@@ -73,7 +73,7 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
     # one check, locally, on Vertex and on Kubeflow.
     with only_with_new_span(config, snapshot):
         # TFX's CsvExampleGen on the snapshot's data dir, read from the snapshot artifact, its input
-        # (components/example_gen.py). With the analyzer cache, each span's rows in files of their own,
+        # (components/data/example_gen.py). With the analyzer cache, each span's rows in files of their own,
         # so Transform can analyze a span alone. Same id as TFX's.
         example_gen = (SpanSnapshotExampleGen if config.data.analyzer_cache else SnapshotExampleGen)(
             snapshot=snapshot.outputs[SNAPSHOT_KEY],

@@ -8,7 +8,7 @@ from typing import Iterable
 from tfx.dsl.components.base.base_node import BaseNode
 from tfx.orchestration.kubeflow.decorators import FinalStatusStr
 
-from components.run_lease import (
+from components.coordination.run_lease import (
     OWNER_PLACEHOLDER,
     RELEASE_ID,
     RUN_ID_PLACEHOLDER,

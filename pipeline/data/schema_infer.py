@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from components.snapshot import store
+from components.data.snapshot import store
 from pipeline.config import Config, resolve
 from pipeline.data.checks import columns_from_schema
 from pipeline.errors import CommandFailed, ConfigError

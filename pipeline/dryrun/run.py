@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, TextIO
 
+from components.coordination.run_lease import OWNER_PLACEHOLDER, RUN_LEASE_ID
 from components.gcs import bucket_of
-from components.run_lease import OWNER_PLACEHOLDER, RUN_LEASE_ID
 from pipeline.config import REPO_ROOT, Config, DataSection, resolve
 from pipeline.dryrun import DEFAULT_DIR, forkserver, gcs_emulator
 from pipeline.dryrun.bucket import BucketMap, local_view
@@ -236,7 +236,8 @@ DAG_FAILED = "a task of its DAG failed"
 
 
 def _busy(result: TaskResult) -> Optional[str]:
-    """The run lease task's refusal (another run holds the root, components/lease.py LeaseBusy) from its log;
+    """The run lease task's refusal (another run holds the root, components/coordination/lease.py LeaseBusy) from its
+    log;
     None when it failed for another reason."""
     text = result.log.read_text(errors="replace") if result.log and result.log.exists() else ""
     found = [line.split("LeaseBusy: ", 1)[-1].strip() for line in text.splitlines() if "LeaseBusy: " in line]

@@ -1,4 +1,5 @@
-"""A loopback stand-in of the Vertex AI v1 REST routes the endpoint target calls (components/vertex_endpoint.py),
+"""A loopback stand-in of the Vertex AI v1 REST routes the endpoint target calls
+(components/serving/vertex_endpoint.py),
 for the real google-cloud-aiplatform client (REST transport, client_options api_endpoint http://127.0.0.1:PORT).
 
 Routes: models:upload, models.get (name@version), models:mergeVersionAliases, endpoints.get, endpoints.patch

@@ -1,4 +1,4 @@
-"""One run at a time per pipeline root: `python -m pipeline` commands' face of components/lease.py.
+"""One run at a time per pipeline root: `python -m pipeline` commands' face of components/coordination/lease.py.
 Why and sources: docs/internals.md."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Iterator, Optional
 
+from components.coordination.lease import LOCK_FILE, hold
 from components.errors import LeaseBusy
-from components.lease import LOCK_FILE, hold
 from pipeline.errors import RunLocked
 
 __all__ = ["LOCK_FILE", "RunLocked", "run_lock"]

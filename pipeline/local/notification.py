@@ -1,10 +1,10 @@
-"""A local run's outcome sent where the notify section says (components/notify.py), at the end of `run`."""
+"""A local run's outcome sent where the notify section says (components/coordination/notify.py), at the end of `run`."""
 
 from __future__ import annotations
 
 from typing import Optional, TextIO
 
-from components import notify
+from components.coordination import notify
 from pipeline.config import Config
 from pipeline.dag.evaluation import main_metric
 from pipeline.runs.summary import RunSummary

@@ -14,7 +14,7 @@ RUNNING_RECORD = "Component %s is running."
 FINISHED_RECORD = "Component %s is finished."
 CACHED_RECORD = "A cached execution %d is used."
 # Printed under the component: the column roles (before the Trainer starts) and the Trainer's own lines.
-_TRAINER_LOGGERS = ("components.column_roles", "trainer.loop", "trainer.run_fn", "trainer.strategy")
+_TRAINER_LOGGERS = ("components.data.column_roles", "trainer.loop", "trainer.run_fn", "trainer.strategy")
 
 
 class ComponentProgress(logging.Handler):

@@ -11,7 +11,7 @@ from typing import Optional
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from components.snapshot.spans import DEFAULT_READY_MARKER
+from components.data.snapshot.spans import DEFAULT_READY_MARKER
 from pipeline.config import Config, resolve
 from pipeline.data.checks import check_features, columns_from_schema, load_schema
 from pipeline.errors import ConfigError

@@ -7,8 +7,8 @@ import dataclasses
 import os
 from typing import Optional
 
-from components import rollout, serving_dir
-from components.model_config import CANARY, STABLE
+from components.serving import rollout, serving_dir
+from components.serving.model_config import CANARY, STABLE
 from pipeline.config import Config
 from pipeline.runs import mlmd
 from pipeline.runs.cost import TrainerCost, trainer_cost
@@ -32,7 +32,7 @@ class Row:
     nothing_new: bool = False  # the Snapshot found nothing new, so nothing after it ran
     removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
     cost: Optional[TrainerCost] = None  # the trainer's hours and estimated cost (pipeline/runs/cost.py)
-    refused: Optional[str] = None  # why the serving gate refused the candidate (components/serving_gate.py)
+    refused: Optional[str] = None  # why the serving gate refused the candidate (components/serving/serving_gate.py)
 
     @property
     def outcome(self) -> str:
@@ -157,7 +157,7 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
 
 
 def label_moves(config: Config) -> str:
-    """Every move of TF Serving's labels on this root (components/rollout.py): pushes, promotions, rollbacks."""
+    """Every move of TF Serving's labels on this root (components/serving/rollout.py): pushes, promotions, rollbacks."""
     moves = rollout.events(config.pipeline.serving_dir)
     return "\n".join(["label moves:", *(f"  {e.describe()}" for e in moves)]) if moves else ""
 

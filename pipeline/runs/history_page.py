@@ -8,7 +8,7 @@ from typing import Optional
 
 import matplotlib.pyplot as plt
 
-from components import rollout
+from components.serving import rollout
 from pipeline.config import Config, join
 from pipeline.runs import html as page
 from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric, tuning_cell
@@ -49,7 +49,7 @@ def history_figure(rows: list[Row], metric_label: str):
 
 
 def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy", moves: tuple = ()) -> str:
-    """moves: TF Serving's label moves on this root (components/rollout.py Event), oldest first."""
+    """moves: TF Serving's label moves on this root (components/serving/rollout.py Event), oldest first."""
     table = page.table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "tuning",
                     "trainer h", "est. $", "serving now"],
                    [[i, r.run_id, r.spans, r.rows if r.rows is not None else "-", r.drift,

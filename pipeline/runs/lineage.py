@@ -99,7 +99,7 @@ def find_model(store: metadata_store.MetadataStore, ref: str,
 
 
 def _snapshots_behind(reader: mlmd.Reader, examples: Artifact) -> list[Artifact]:
-    """Snapshots ExampleGen read: the DatasetSnapshot is its input (components/example_gen.py)."""
+    """Snapshots ExampleGen read: the DatasetSnapshot is its input (components/data/example_gen.py)."""
     return [s for artifacts in reader.inputs(_producer(reader, examples)).values() for s in artifacts
             if mlmd.is_snapshot(reader.type_name(s))]
 

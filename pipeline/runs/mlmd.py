@@ -9,7 +9,7 @@ from typing import Optional
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.snapshot.component import DatasetSnapshot
+from components.data.snapshot.component import DatasetSnapshot
 
 Artifact = metadata_store_pb2.Artifact
 Execution = metadata_store_pb2.Execution
@@ -160,7 +160,7 @@ def anomalies_of(artifact: Optional[Artifact]) -> list:
         return []
     from tfx.types.standard_artifacts import ExampleAnomalies
 
-    from components.data_gate import read_anomalies
+    from components.data.data_gate import read_anomalies
 
     anomalies = ExampleAnomalies()
     anomalies.set_mlmd_artifact(artifact)

@@ -118,7 +118,7 @@ def _data(s: RunSummary) -> str:
 
 
 def _columns(s: RunSummary) -> str:
-    """How the run read each column: the table Transform kept (components/column_roles.py)."""
+    """How the run read each column: the table Transform kept (components/data/column_roles.py)."""
     graph = s.output("Transform", "TransformGraph")
     table = role_table.loads(str(graph.properties.get(role_table.ARTIFACT_PROPERTY, ""))) if graph is not None else []
     if not table:

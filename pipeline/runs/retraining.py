@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from components.snapshot import newness
+from components.data.snapshot import newness
 
 
 def nothing_new(snapshot_properties: dict) -> Optional[str]:

@@ -11,11 +11,11 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
+from components.data.snapshot import newness
+from components.data.snapshot.component import WAITING_SPANS
 from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_LABEL, UNCHANGED_VERSION
 from components.scoring import keys as scoring_keys
 from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID, PREDICTIONS_TYPE
-from components.snapshot import newness
-from components.snapshot.component import WAITING_SPANS
 from components.tuner import LATEST_TUNING_ID, TUNER_ID
 from components.tuner import record as tuning_record
 from pipeline.config import CHANGE_EPSILON, Config
@@ -61,20 +61,21 @@ class RunSummary:
     inputs: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     snapshot_digest: Optional[str] = None
     snapshot_rows: Optional[int] = None
-    # Everything ExampleValidator found (components.data_gate.Anomaly); empty if it did not run.
+    # Everything ExampleValidator found (components.data.data_gate.Anomaly); empty if it did not run.
     anomalies: list = dataclasses.field(default_factory=list)
     # Set when this run pushed nothing because the candidate is already this serving version: byte-identical
     # (components/pusher.py), or pushed by an earlier run whose Pusher execution this run reused from cache.
     unchanged_version: Optional[str] = None
     # Set when the Snapshot found no span the serving model was not trained on, so nothing after it ran.
     nothing_new: Optional[str] = None
-    # ... and that version is the canary out, not stable (components/rollout.py).
+    # ... and that version is the canary out, not stable (components/serving/rollout.py).
     unchanged_is_canary: bool = False
-    # Why the serving gate refused the blessed candidate (components/serving_gate.py): nothing was pushed.
+    # Why the serving gate refused the blessed candidate (components/serving/serving_gate.py): nothing was pushed.
     refused: Optional[str] = None
     # What the serving gate found, a sentence; None when it did not run.
     serving_gate: Optional[str] = None
-    # TF Serving's labels right after this run's push ("stable V[, canary W]", components/rollout.py); None without one.
+    # TF Serving's labels right after this run's push ("stable V[, canary W]", components/serving/rollout.py); None
+    # without one.
     serving_labels: Optional[str] = None
     # What killed pushes had left in the serving directory, removed by this run's Pusher.
     removed_debris: tuple[str, ...] = ()

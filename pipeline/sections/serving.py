@@ -9,9 +9,9 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from components.canary_check import Rules
-from components.serving_gate import GateSettings
-from components.warmup import MAX_REQUESTS
+from components.serving.canary_check import Rules
+from components.serving.serving_gate import GateSettings
+from components.serving.warmup import MAX_REQUESTS
 from pipeline.sections.strings import MACHINE_RE, PROJECT_RE, REGION_RE, check
 from trainer.config import Section, validate_uri
 
@@ -23,7 +23,8 @@ MODEL_ID_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,62}$")
 
 
 class CheckSection(Section):
-    """`python -m pipeline serving check`: when the canary's live metrics decide (components/canary_check.py)."""
+    """`python -m pipeline serving check`: when the canary's live metrics decide
+    (components/serving/canary_check.py)."""
     # Nothing is decided before the canary has been out this long and answered this many requests.
     min_canary_minutes: float = Field(60.0, ge=0)
     min_requests: int = Field(200, ge=1)
@@ -35,7 +36,7 @@ class CheckSection(Section):
     # gs://; empty: <pipeline.root>/serving_metrics (Config.serving_metrics_dir).
     metrics_dir: Optional[str] = None
     # Also decide as each run's first step, after the run lease and before the Snapshot, on the scrapes recorded
-    # there (components/canary_check_component.py): a run then starts from what the evidence says should serve.
+    # there (components/serving/canary_check_component.py): a run then starts from what the evidence says should serve.
     # Off in every shipped config: without a recorder of scrapes the step can only wait (docs/serving.md).
     before_run: bool = False
     # With serving.target vertex_endpoint the command reads Cloud Monitoring instead of scrapes: empty is
@@ -62,7 +63,7 @@ class CheckSection(Section):
 
 class VertexEndpointSection(Section):
     """serving.target vertex_endpoint: one Model Registry model, one existing endpoint
-    (components/vertex_endpoint.py)."""
+    (components/serving/vertex_endpoint.py)."""
     endpoint: str
     model_id: str                        # the registry model every push is a new version of
     display_name: Optional[str] = None   # default: pipeline.name
@@ -120,7 +121,8 @@ class VertexEndpointSection(Section):
         return self
 
     def target(self, vertex, model_name: str) -> dict:
-        """The components/vertex_endpoint.py Target's fields (JSON between the config and the Pusher). The project
+        """The components/serving/vertex_endpoint.py Target's fields (JSON between the config and the Pusher). The
+        project
         and region are the endpoint's resource name's; an endpoint given by id alone is in the vertex section's."""
         if "/" in self.endpoint:
             project, region = self.endpoint.split("/")[1], self.endpoint.split("/")[3]
@@ -153,7 +155,7 @@ class ServingSection(Section):
     gate_timeout_seconds: float = Field(300.0, gt=0)
     check: CheckSection = CheckSection()
     # tf_serving: the serving dir and its model config files alone. vertex_endpoint: also each pushed version to the
-    # Model Registry and the endpoint below (components/vertex_endpoint.py).
+    # Model Registry and the endpoint below (components/serving/vertex_endpoint.py).
     target: Literal["tf_serving", "vertex_endpoint"] = "tf_serving"
     vertex_endpoint: Optional[VertexEndpointSection] = None
 

@@ -56,11 +56,11 @@ def _mutable_readers() -> dict[str, str]:
     from tfx.utils import name_utils
     from tfx.v1.components import ImportSchemaGen
 
-    from components.canary_check_component import CanaryCheck
-    from components.drift_gate import DriftGate
-    from components.run_lease import ReleaseRunLease, RunLease
-    from components.serving_model import ServingModel
-    from components.snapshot.component import Snapshot
+    from components.coordination.run_lease import ReleaseRunLease, RunLease
+    from components.data.drift_gate import DriftGate
+    from components.data.snapshot.component import Snapshot
+    from components.serving.canary_check_component import CanaryCheck
+    from components.serving.serving_model import ServingModel
     from components.tuner.component import LatestTuning
 
     return {

@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from components.snapshot.component import NEW_DATA_KEY, SNAPSHOT_KEY
-from components.snapshot.newness import NEW_SPAN
+from components.data.snapshot.component import NEW_DATA_KEY, SNAPSHOT_KEY
+from components.data.snapshot.newness import NEW_SPAN
 from pipeline.config import Config
 from pipeline.dag import run_lease
 from pipeline.dag.pipeline import SNAPSHOT_ID, create_pipeline

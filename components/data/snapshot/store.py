@@ -12,8 +12,8 @@ import time
 import uuid
 from typing import BinaryIO, Iterator, Optional, Sequence
 
+from components.data.snapshot import missing_values as _missing
 from components.errors import SnapshotError
-from components.snapshot import missing_values as _missing
 from components.storage import Storage, storage_for
 
 MANIFEST = "manifest.json"
@@ -43,7 +43,7 @@ class Manifest:
     created: str   # UTC, ISO 8601
     files: tuple[FileEntry, ...]
     uri: str       # the snapshot directory
-    # The span directories (components/snapshot/spans.py) it holds, oldest first; empty for a flat source.
+    # The span directories (components/data/snapshot/spans.py) it holds, oldest first; empty for a flat source.
     spans: tuple[str, ...] = ()
     missing_values: tuple[str, ...] = ()  # cells equal to one of these were emptied
 
@@ -118,7 +118,7 @@ def create(source_uri: str, root: str, gcs_client=None, spans: tuple[str, ...] =
     snapshot if the bytes are already there.
 
     CSV cells equal to one of `missing_values` are stored empty, and a UTF-8 byte-order mark starting a CSV
-    file is dropped (components/snapshot/missing_values.py).
+    file is dropped (components/data/snapshot/missing_values.py).
     A file named in `leave_out` directly inside a span directory (its ready marker, spans.py) is not data.
     """
     missing_values = tuple(sorted({t for t in missing_values if t}))

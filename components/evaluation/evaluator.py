@@ -1,5 +1,6 @@
 """Evaluator whose eager Keras metric updates are not converted by autograph, and
-whose TFMA extractors drop the features before unbatching (components/eval_extractors.py). (docs/internals.md)"""
+whose TFMA extractors drop the features before unbatching (components/evaluation/eval_extractors.py).
+(docs/internals.md)"""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from tfx.components.evaluator.component import Evaluator
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_component_specs
 
-from components import eval_extractors
-from components.serving_model import is_empty
+from components.evaluation import eval_extractors
+from components.serving.serving_model import is_empty
 from trainer.tasks import MAIN_METRICS
 
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY

@@ -1,15 +1,16 @@
 """Promote or roll back what serves: with serving.target vertex_endpoint the endpoint first, then TF Serving's labels
 in step (stable = champion, canary = challenger); the labels alone otherwise. One place for the order, so the
-command (pipeline/serving.py) and the run's first step (components/canary_check_component.py) cannot drift apart.
+command (pipeline/serving.py) and the run's first step (components/serving/canary_check_component.py) cannot drift
+apart.
 The caller holds the root (its lock, or the run lease). Why: docs/serving.md."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from components import rollout, serving_dir, vertex_endpoint
 from components.errors import RolloutError
-from components.model_config import Labels
+from components.serving import rollout, serving_dir, vertex_endpoint
+from components.serving.model_config import Labels
 
 
 def move(base: str, model_name: str, action: str, by: str, target: Optional[vertex_endpoint.Target] = None,

@@ -12,9 +12,9 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, component_spec, standard_artifacts, standard_component_specs
 
-from components import csv_examples, span_example_gen
-from components.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot, snapshot_dir
-from components.snapshot.store import DATA_DIR
+from components.data import csv_examples, span_example_gen
+from components.data.snapshot.component import SNAPSHOT_KEY, DatasetSnapshot, snapshot_dir
+from components.data.snapshot.store import DATA_DIR
 
 _SPEC = standard_component_specs.FileBasedExampleGenSpec
 INPUT_BASE = standard_component_specs.INPUT_BASE_KEY

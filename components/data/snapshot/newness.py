@@ -8,8 +8,8 @@ import hashlib
 from typing import Mapping, Optional
 
 from components import training_record
-from components.model_config import CANARY, STABLE
-from components.snapshot import spans, store
+from components.data.snapshot import spans, store
+from components.serving.model_config import CANARY, STABLE
 
 # DatasetSnapshot custom properties.
 NEW_SPAN = "new_span"                # 1: something to train on (or not checked); 0: nothing new

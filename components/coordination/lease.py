@@ -16,8 +16,8 @@ import uuid
 from typing import Callable, Iterator, Optional
 
 from components import gcs
+from components.coordination.job_state import JobStates
 from components.errors import LeaseBusy, LeaseLost
-from components.job_state import JobStates
 
 log = logging.getLogger(__name__)
 

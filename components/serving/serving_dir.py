@@ -11,7 +11,9 @@ import time
 import uuid
 from typing import Callable, Optional
 
-from components import gcs, lease, model_config
+from components import gcs
+from components.coordination import lease
+from components.serving import model_config
 from components.storage import Storage, chunks, storage_for
 
 SAVED_MODEL = "saved_model.pb"
@@ -72,7 +74,7 @@ def highest(base: str, gcs_client=None) -> Optional[Version]:
 
 def served(base: str, gcs_client=None) -> dict[str, Version]:
     """{label: version} of what serves, from one read of TF Serving's model config and one listing: stable is "the
-    model serving now", the version labelled stable (components/rollout.py), or without one (a root from before
+    model serving now", the version labelled stable (components/serving/rollout.py), or without one (a root from before
     it was written) the highest loadable version; canary is there only while one is out. While a canary is out
     stable is the drift gate's, the Evaluator's and warm start's model (docs/serving.md)."""
     written = model_config.read(base, gcs_client)

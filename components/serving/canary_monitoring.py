@@ -8,10 +8,10 @@ import dataclasses
 import math
 from typing import Optional
 
-from components import vertex_endpoint
-from components.canary_check import CANARY, OK, STABLE, TRACKS, Window
 from components.errors import CanaryMetricsError
-from components.model_config import Labels
+from components.serving import vertex_endpoint
+from components.serving.canary_check import CANARY, OK, STABLE, TRACKS, Window
+from components.serving.model_config import Labels
 
 # The metric types and the monitored resource (type and its labels endpoint_id, location) as Google's own Vertex AI
 # endpoints dashboard queries them (GoogleCloudPlatform/monitoring-dashboard-samples,

@@ -18,9 +18,9 @@ from tfx.types.standard_artifacts import Schema
 from tfx.utils import io_utils
 
 from components import training_record
+from components.data.snapshot.component import DatasetSnapshot, spans_of
+from components.data.snapshot.store import DATA_DIR, DIGEST_RE
 from components.errors import DataDriftError
-from components.snapshot.component import DatasetSnapshot, spans_of
-from components.snapshot.store import DATA_DIR, DIGEST_RE
 
 _MEASURE = {anomalies_pb2.DriftSkewInfo.Measurement.L_INFTY: "L-infinity",
             anomalies_pb2.DriftSkewInfo.Measurement.JENSEN_SHANNON_DIVERGENCE: "Jensen-Shannon"}

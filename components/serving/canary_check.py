@@ -1,6 +1,6 @@
 """The canary against stable on live traffic: promote, roll back or wait, saying why. The decision only; the traffic
-of each track over the window comes from a metric source (components/canary_prometheus.py: TF Serving's recorded
-Prometheus scrapes; components/canary_monitoring.py: Cloud Monitoring's series of a Vertex AI endpoint).
+of each track over the window comes from a metric source (components/serving/canary_prometheus.py: TF Serving's recorded
+Prometheus scrapes; components/serving/canary_monitoring.py: Cloud Monitoring's series of a Vertex AI endpoint).
 Why and sources: docs/serving.md, "`serving check`"."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional, Protocol
 
-from components import rollout
 from components.errors import CanaryUnobserved
-from components.model_config import CANARY, STABLE, Labels
+from components.serving import rollout
+from components.serving.model_config import CANARY, STABLE, Labels
 
 TRACKS = (STABLE, CANARY)
 OK = "OK"  # the status of a request answered without error, whatever the source calls it

@@ -122,7 +122,7 @@ class Cleaned:
 
 
 def copy_cleaned(src, dst, path: str, target: str, tokens: Iterable[str], has_bom: bool) -> Optional[Cleaned]:
-    """Copy `path` of storage `src` to `target` of storage `dst` (components/snapshot/store.py's
+    """Copy `path` of storage `src` to `target` of storage `dst` (components/data/snapshot/store.py's
     Storage) with token cells emptied and a byte-order mark dropped (`has_bom`: the first pass saw one). None when
     the file is not UTF-8 CSV: then whatever was written is to be replaced by a plain copy."""
     source_hash, stored_hash, emptied, size = hashlib.sha256(), hashlib.sha256(), {}, 0

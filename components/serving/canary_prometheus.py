@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from components.canary_check import TRACKS, Window
 from components.errors import CanaryMetricsError, CanaryUnobserved
+from components.serving.canary_check import TRACKS, Window
 from components.storage import storage_for
 
 # tensorflow_serving/servables/tensorflow/util.cc: Counter "/tensorflow/serving/request_count" (labels model_name,

@@ -8,9 +8,9 @@ import dataclasses
 import time
 from typing import Optional
 
-from components import model_config, serving_dir
 from components.errors import RolloutError
-from components.model_config import Labels
+from components.serving import model_config, serving_dir
+from components.serving.model_config import Labels
 from components.storage import append_record, read_records, storage_for
 
 EVENTS_DIR = ".rollout"  # one JSON object per label move, created once, never rewritten

@@ -16,16 +16,17 @@ from tfx.dsl.components.base import base_component, base_driver, base_executor, 
 from tfx.proto.orchestration import driver_output_pb2
 from tfx.types import component_spec
 
-from components import lease, serving_move, vertex_endpoint
-from components.canary_check import Rules, judge
-from components.canary_monitoring import for_endpoint
-from components.canary_prometheus import PrometheusScrapes
+from components.coordination import lease
+from components.serving import serving_move, vertex_endpoint
+from components.serving.canary_check import Rules, judge
+from components.serving.canary_monitoring import for_endpoint
+from components.serving.canary_prometheus import PrometheusScrapes
 
 SERVING_DIR, MODEL_NAME, METRICS_DIR, RULES = "serving_dir", "model_name", "metrics_dir", "rules"
 # With serving.target vertex_endpoint: the Target's fields as JSON, and serving.check.monitoring_endpoint.
 ENDPOINT_TARGET, MONITORING_ENDPOINT = "endpoint_target", "monitoring_endpoint"
-# The run's lease (components/run_lease.py) on Vertex/Kubeflow: the labels move only while this run holds it. A
-# local run holds the root's lock in its own process (pipeline/local/lock.py) and passes none.
+# The run's lease (components/coordination/run_lease.py) on Vertex/Kubeflow: the labels move only while this run holds
+# it. A local run holds the root's lock in its own process (pipeline/local/lock.py) and passes none.
 LEASE_ROOT, LEASE_OWNER, LEASE_TTL = "lease_root", "lease_owner", "lease_ttl_seconds"
 # Set by the driver at run time (local runs): the check decides on the metrics of now, so it is never a cache hit.
 CHECKED_AT = "checked_at"

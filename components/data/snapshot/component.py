@@ -15,7 +15,7 @@ from tfx.types import artifact, component_spec, standard_artifacts
 from tfx.types.system_executions import Process
 
 from components import training_record
-from components.snapshot import newness, spans, store
+from components.data.snapshot import newness, spans, store
 
 SOURCE_URI, SNAPSHOTS_ROOT, DIGEST, FINGERPRINT = "source_uri", "snapshots_root", "digest", "source_fingerprint"
 SPANS = "spans"

@@ -14,7 +14,7 @@ from typing import Optional
 
 from components import gcs
 from components.errors import RolloutError, VertexStateMismatch
-from components.model_config import Labels
+from components.serving.model_config import Labels
 from components.storage import append_record, read_records, storage_for
 
 CHAMPION, CHALLENGER, DEFAULT = "champion", "challenger", "default"

@@ -13,9 +13,9 @@ from tfx import types
 from tfx.dsl.io import fileio
 from tfx.types import standard_component_specs
 
-from components import csv_examples
+from components.data import csv_examples
+from components.data.snapshot import store
 from components.errors import SpanLayoutError
-from components.snapshot import store
 
 SPAN_SHARDS = "span_shards"
 FILE_SUFFIX = "-data_tfrecord"
@@ -29,7 +29,7 @@ def span_shards(examples: types.Artifact) -> list[dict]:
 
 def parser_version() -> list[str]:
     """The code that turns CSV into examples: TFX's reader, parser and type rule (its version) and
-    components/csv_examples.py (its source's digest). Any edit of that module changes every span's key,
+    components/data/csv_examples.py (its source's digest). Any edit of that module changes every span's key,
     so a cached analysis is never reused for rows the new code might make differently."""
     with open(csv_examples.__file__, "rb") as f:
         return [tfx.__version__, hashlib.sha256(f.read()).hexdigest()[:16]]

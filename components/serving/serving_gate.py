@@ -1,5 +1,5 @@
 """The serving-compatibility gate: the candidate, with its warm-up file, loaded and asked in a fresh TensorFlow-only
-process before the push (components/serving_probe.py). Why and sources: docs/serving.md."""
+process before the push (components/serving/serving_probe.py). Why and sources: docs/serving.md."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Optional
 
-from components import warmup
+from components.serving import warmup
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
 
@@ -26,8 +26,9 @@ class GateSettings:
     timeout_seconds: float = 300.0   # the probe process as a whole
     drop_features: tuple[str, ...] = ()  # what clients don't send: the label, ignored columns
     split: str = "eval"
-    rollout: str = "direct"          # direct | canary (components/rollout.py)
-    vertex_endpoint: Optional[dict] = None  # components/vertex_endpoint.py Target's fields; None: TF Serving only
+    rollout: str = "direct"          # direct | canary (components/serving/rollout.py)
+    # components/serving/vertex_endpoint.py Target's fields; None: TF Serving only
+    vertex_endpoint: Optional[dict] = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -7,8 +7,9 @@ import json
 import logging
 from typing import Optional
 
-from components import notify, training_record
-from components.job_state import JobStates, KubeflowRuns, VertexJobs
+from components import training_record
+from components.coordination import notify
+from components.coordination.job_state import JobStates, KubeflowRuns, VertexJobs
 
 log = logging.getLogger(__name__)
 

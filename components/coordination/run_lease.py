@@ -1,5 +1,5 @@
 """The run lease of a run on Vertex AI or Kubeflow Pipelines: taken by its first task, released by its exit handler,
-which also tells a person how the run ended (components/notify.py). Why and sources: docs/internals.md."""
+which also tells a person how the run ended (components/coordination/notify.py). Why and sources: docs/internals.md."""
 
 # No `from __future__ import annotations`: TFX reads these functions' annotations as types.
 import json
@@ -9,7 +9,7 @@ from tfx.dsl.component.experimental.annotations import Parameter
 from tfx.dsl.component.experimental.decorators import component
 from tfx.orchestration.kubeflow.decorators import exit_handler
 
-from components import lease, notify, run_outcome
+from components.coordination import lease, notify, run_outcome
 
 # KFP's dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER and PIPELINE_JOB_ID_PLACEHOLDER (kfp/dsl/__init__.py); TFX
 # compiles a str exec property into a task input parameter's runtimeValue constant, where the driver replaces it.
