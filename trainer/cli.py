@@ -116,7 +116,8 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
     if job.result_file:
         weights = b"".join(w.numpy().tobytes() for w in result.model.weights)
         summary = {"step": result.step, "initial_step": result.initial_step, "preempted": result.preempted,
-                   "stopped_early": result.stopped_early, "chief": fitted.chief,
+                   "stopped_early": result.stopped_early, "stop": result.stop,
+                   "budget": dataclasses.asdict(fitted.budget), "chief": fitted.chief,
                    "replicas": fitted.replicas, "history": result.history,
                    "examples_per_second": result.examples_per_second,
                    "exported": dataclasses.asdict(result.exported) if result.exported else None,

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
 from typing import Callable, Optional
 
 import tensorflow as tf
 import tf_keras
 
+from trainer import budget as budgets
+from trainer.budget import Budget
 from trainer.config import TrainerConfig
-from trainer.data import record_dataset_fn
+from trainer.data import list_files, record_counts, record_dataset_fn
 from trainer.loop import TrainResult, train
 from trainer.strategy import chief_or_temp_dir, is_chief, make_strategy
 from trainer.tasks import Task
+
+log = logging.getLogger("trainer.loop")  # the loop's report (pipeline/local/progress.py shows it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Fitted:
     chief: bool
     replicas: int
     export_dir: Optional[str]  # where this worker exported (a removed temp dir off the chief); None: no export
+    budget: Optional[Budget] = None  # what the run was allowed and how it ended (trainer/budget.py)
 
 
 # (model, directory): write the trained model as a SavedModel.
@@ -54,6 +60,8 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
     """
     strategy = strategy or make_strategy(cfg.strategy, cfg.tpu, cfg.require_accelerator)
     data = read_data()
+    cfg, plan = budgets.plan(cfg, lambda: sum(record_counts(list_files(data.train_files))),
+                             strategy.num_replicas_in_sync)
     train_fn = record_dataset_fn(data.train_files, data.feature_spec, cfg.global_batch_size, label=data.label,
                                  training=True,
                                  seed=cfg.seed, micro_batches=cfg.gradient_accumulation_steps)
@@ -71,10 +79,12 @@ def fit_and_export(cfg: TrainerConfig, read_data: Callable[[], TransformedData],
 
     result = train(strategy, cfg, model_fn, train_fn, eval_fn, checkpoint_dir=checkpoint_dir, logdir=logdir,
                    task=data.task)
+    plan = plan.ended(result.step, result.stop, result.exported.step if result.exported else None)
+    log.info("budget: %s", plan.describe())
     exported = None
     if export_dir and not result.preempted:
         exported = _export_from_chief(strategy, result.model, export_dir, export)
-    return Fitted(result, is_chief(strategy), strategy.num_replicas_in_sync, exported)
+    return Fitted(result, is_chief(strategy), strategy.num_replicas_in_sync, exported, plan)
 
 
 def _export_from_chief(strategy: tf.distribute.Strategy, model: tf_keras.Model, export_dir: str,

@@ -10,7 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import outcome, overfit, tuning
+from trainer import outcome, overfit, sizing, tuning
 from trainer.config import TrainerConfig
 from trainer.errors import PreemptedError
 from trainer.export import export_serving_model
@@ -78,12 +78,14 @@ def run_fn(fn_args) -> None:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
     log.info("exported %s after %d steps: %s", fitted.export_dir, fitted.result.step,
              fitted.result.exported.describe())
-    fit = overfit.diagnose(fitted.result.history, {c.name: c.size for c in data.spec.layout.categorical})
+    fit = overfit.diagnose(fitted.result.history, {c.name: c.size for c in data.spec.layout.categorical},
+                           fitted.budget)
     log.info("fit: %s", fit.describe())
     if fitted.chief:  # the summary and the report read it from the ModelRun artifact
         outcome.write(fn_args.model_run_dir, outcome.Outcome(
             fitted.result.exported, fitted.result.input, fitted.result.loop_seconds,
-            time.process_time() - cpu_start, fit))
+            time.process_time() - cpu_start, fit, fitted.budget,
+            sizing.size(data.spec.layout, cfg.hidden_units).describe()))
     if not fitted.chief:
         # TFX's Trainer executor fails any replica whose serving_model_dir is missing after run_fn,
         # and only the chief writes it: without waiting, a worker that finishes first fails the job.

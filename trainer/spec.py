@@ -10,7 +10,7 @@ from typing import Mapping
 import tensorflow_transform as tft
 import tf_keras
 
-from trainer import data, features, roles, tasks
+from trainer import data, features, roles, sizing, tasks
 from trainer.config import TrainerConfig
 from trainer.feature_config import ResolvedFeatures, resolve
 from trainer.features import ModelLayout, layout_from_schema
@@ -26,6 +26,8 @@ class TrainingSpec:
     task: tasks.Task
 
     def build_model(self, cfg: TrainerConfig) -> tf_keras.Model:
+        sized = sizing.size(self.layout, cfg.hidden_units)
+        cfg = cfg.model_copy(update={"hidden_units": list(sized.hidden_units)})
         return load_builder(self.resolved.config.model_builder)(self.layout, self.task.width, cfg)
 
 
@@ -47,6 +49,7 @@ def make_task(resolved: ResolvedFeatures, transformed_schema, label_xf: str, tra
         return tasks.Multiclass(num_classes=int(label.int_domain.max) + 1)
     if resolved.task == "binary":
         return tasks.Binary()
-    mean, std = data.label_moments(train_files, label_xf)
-    log.info("regression label %s: mean %.6g, std %.6g over the training split", resolved.label, mean, std)
-    return tasks.Regression(mean, std)
+    mean, std = data.label_moments(train_files, label_xf, log=resolved.label_log)
+    log.info("regression label %s: mean %.6g, std %.6g over the training split%s", resolved.label, mean, std,
+             " of log(1 + label): trained on a log scale, served on the label's own" if resolved.label_log else "")
+    return tasks.Regression(mean, std, resolved.label_log)

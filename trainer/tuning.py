@@ -177,6 +177,8 @@ def configured_point(cfg: TrainerConfig, space: Mapping[str, Union[Range, Choice
     first trial locally, so the search returns the configured model unless a trial does better."""
     point = {}
     for key, spec in space.items():
+        if getattr(cfg, key) is None:  # derived from the data at training time (trainer/budget.py, sizing.py)
+            continue
         value = encode(key, getattr(cfg, key))
         if isinstance(spec, Choice):
             if value in [encode(key, v) for v in spec.values]:
