@@ -74,9 +74,9 @@ class TrainerConfig(Section):
     gradient_accumulation_steps: int = Field(1, ge=1)
     # MLP layer widths; empty: from the number and kinds of the model's inputs (trainer/sizing.py).
     hidden_units: Optional[list[int]] = None
-    # L2 on the hidden layers' kernels. 0.01, measured (docs/trainer.md#overfitting): on the generated customer
-    # table it lifts held-out AUC from 0.745 (0) to 0.759; penguins keep their accuracy.
-    l2: float = Field(0.01, ge=0)
+    # L2 on the hidden layers' kernels; empty: from the model's weights per training row (trainer/sizing.py),
+    # 0.01 with train_steps (docs/trainer.md#overfitting).
+    l2: Optional[float] = Field(None, ge=0)
     # Dropout after each hidden layer while training; 0: none (the model has no dropout layers).
     dropout: float = Field(0.0, ge=0, lt=1)
     jit_compile: bool = False

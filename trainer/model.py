@@ -78,7 +78,7 @@ def dummy_batch(layout: ModelLayout, rows: int = 1) -> dict[str, tf.Tensor]:
 
 
 def default_builder(layout: ModelLayout, width: int, cfg: TrainerConfig) -> tf_keras.Model:
-    return build_model(layout, width, cfg.hidden_units, cfg.l2, cfg.dropout)
+    return build_model(layout, width, cfg.hidden_units, cfg.l2 or 0.0, cfg.dropout)
 
 
 def load_builder(import_path: Optional[str]) -> ModelBuilder:

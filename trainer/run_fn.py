@@ -10,7 +10,7 @@ from typing import Optional
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer import outcome, overfit, sizing, tuning
+from trainer import outcome, overfit, tuning
 from trainer.config import TrainerConfig
 from trainer.errors import PreemptedError
 from trainer.export import export_serving_model
@@ -49,7 +49,8 @@ class FnArgsData:
         fn_args = self.fn_args
         self.spec = spec = training_spec(fn_args.custom_config, self.tft_output, fn_args.train_files)
         return TransformedData(fn_args.train_files, fn_args.eval_files, self.tft_output.transformed_feature_spec(),
-                               label=spec.layout.label, task=spec.task, model_fn=lambda: spec.build_model(self.cfg))
+                               label=spec.layout.label, task=spec.task, model_fn=spec.build_model,
+                               layout=spec.layout)
 
 
 def trainer_config(fn_args) -> TrainerConfig:
@@ -84,8 +85,7 @@ def run_fn(fn_args) -> None:
     if fitted.chief:  # the summary and the report read it from the ModelRun artifact
         outcome.write(fn_args.model_run_dir, outcome.Outcome(
             fitted.result.exported, fitted.result.input, fitted.result.loop_seconds,
-            time.process_time() - cpu_start, fit, fitted.budget,
-            sizing.size(data.spec.layout, cfg.hidden_units).describe()))
+            time.process_time() - cpu_start, fit, fitted.budget, fitted.model))
     if not fitted.chief:
         # TFX's Trainer executor fails any replica whose serving_model_dir is missing after run_fn,
         # and only the chief writes it: without waiting, a worker that finishes first fails the job.

@@ -10,7 +10,7 @@ from typing import Mapping
 import tensorflow_transform as tft
 import tf_keras
 
-from trainer import data, features, roles, sizing, tasks
+from trainer import data, features, roles, tasks
 from trainer.config import TrainerConfig
 from trainer.feature_config import ResolvedFeatures, resolve
 from trainer.features import ModelLayout, layout_from_schema
@@ -26,8 +26,7 @@ class TrainingSpec:
     task: tasks.Task
 
     def build_model(self, cfg: TrainerConfig) -> tf_keras.Model:
-        sized = sizing.size(self.layout, cfg.hidden_units)
-        cfg = cfg.model_copy(update={"hidden_units": list(sized.hidden_units)})
+        """`cfg`: planned and sized (trainer/fit.py), so a custom builder sees the widths and L2 the run uses."""
         return load_builder(self.resolved.config.model_builder)(self.layout, self.task.width, cfg)
 
 
