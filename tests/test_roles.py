@@ -34,9 +34,8 @@ def _role(kind, values, rows=None) -> data_roles.Role:
 
 @pytest.mark.parametrize("kind, values, role", [
     ("float", [RNG.gauss(0, 1) for _ in range(N)], "numeric"),
-    # Integers of a few values (months, hours, small counts): one category each; of many, numbers.
-    ("int", [RNG.randrange(10) for _ in range(N)], "categorical"),
-    ("int", [RNG.randrange(300) for _ in range(N)], "numeric"),
+    # Integers, without the label to compare them with: numbers (the rule for categories needs it, below).
+    ("int", [RNG.randrange(10) for _ in range(N)], "numeric"),
     # Unique but spread out: amounts, not ids.
     ("int", RNG.sample(range(10**6), N), "numeric"),
     ("int", RNG.sample(range(5000, 5000 + N + 20), N), "id"),
@@ -119,17 +118,23 @@ def test_integer_codes_and_single_days_that_carry_the_label_become_categories():
     flight = rng.integers(1, 3_000, n)  # 3,000 codes: each code's own effect, no order in the number
     effect = rng.normal(0, 1, 3_000)
     amount = rng.integers(0, 5_000, n)  # a number whose effect is smooth
+    calls = rng.poisson(1.5, n)  # a count of a few values, its effect a straight line
+    weekday = rng.integers(1, 8, n)  # a few values, each its own effect
     day = rng.integers(0, 200, n)  # 200 days, each with its own weather
     weather = rng.normal(0, 1, 200)
-    y = (effect[flight] + amount / 2_500 + weather[day] + rng.normal(0, 0.5, n)).tolist()
+    y = (effect[flight] + amount / 2_500 + 0.3 * calls + np.array([0, 1, -1, 1, -1, 1, -1, 1])[weekday]
+         + weather[day] + rng.normal(0, 0.5, n)).tolist()
     stamps = [(datetime.date(2013, 1, 1) + datetime.timedelta(int(d))).isoformat() + "T10:00:00Z" for d in day]
     roles = _with_label({"flight": ("int", flight.tolist()), "amount": ("int", amount.tolist()),
+                         "calls": ("int", calls.tolist()), "weekday": ("int", weekday.tolist()),
                          "when": ("string", stamps)}, y, "regression")
-    assert roles["flight"].role == "categorical" and "codes, each value's mean label explains" in roles["flight"].why
-    assert roles["amount"].role == "numeric"
+    assert roles["flight"].role == "categorical" and "as categories: each value's mean label" in roles["flight"].why
+    assert roles["weekday"].role == "categorical"
+    assert roles["amount"].role == roles["calls"].role == "numeric"
     assert roles["when"].role == "date" and roles["when"].codes and "each day a category too" in roles["when"].why
-    resolved = resolve(FeatureConfig(label="y", task="regression"), {"flight": "int", "amount": "int",
-                                                                       "when": "string", "y": "float"}, roles)
+    resolved = resolve(FeatureConfig(label="y", task="regression"), {"flight": "int", "amount": "int", "calls": "int",
+                                                                       "weekday": "int", "when": "string",
+                                                                       "y": "float"}, roles)
     [when] = resolved.date
     assert when.each_day and "each day as a category" in role_table.rows(resolved)[-1]["encoding"]
     # Where the days carry nothing (one signup a day, the label unrelated), the date is a date alone.

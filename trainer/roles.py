@@ -24,13 +24,14 @@ ID_INT_SPREAD = 2.0
 # Free text: values of at least this many words on average, and at least this share of them distinct.
 TEXT_MIN_WORDS = 3.0
 TEXT_DISTINCT_RATIO = 0.2
-# Integers with at most this many distinct values (months, hours, a count of a few) are categories: one id each.
-INT_CATEGORY_MAX = 32
-# Integers with more distinct values are read as categories (codes such as a flight number) when, on half the
-# sampled rows held out, each value's mean label explains at least this much more of the label's variance than a
-# smooth curve of the value (SMOOTH_BINS quantile bins) does; otherwise they are numbers.
+# Integers are read as categories (days of the week, a route's distance, a store number) when, on half the sampled
+# rows held out, each value's mean label explains at least this much more of the label's variance than a smooth
+# curve of the value does (a line bent at its quartiles, fitted by least squares: what a network makes of a number
+# easily), and the rows' paired squared errors say so by at least CATEGORY_T standard errors; otherwise they are
+# numbers (counts, amounts, years). Reading every integer of a few values as categories instead was measured to
+# cost the loans table 0.05 RMSE (docs/data.md, column roles).
 CATEGORY_GAIN = 0.005
-SMOOTH_BINS = 10
+CATEGORY_T = 2.0
 SHRINK_ROWS = 5  # a value's mean label is pulled toward the overall mean as if by this many rows of it
 # Numbers (and a regression label) read on a log scale, log(1 + x): no value below 0, and a skew of at least this
 # that the log lowers (incomes, prices, counts with a long tail).
@@ -137,12 +138,10 @@ def infer_one(s: Sample, target: Optional[Mapping[int, Sequence[float]]] = None)
         spread = (max(s.values) - min(s.values) + 1) / distinct
         if present >= MIN_ROWS_FOR_DISTINCT and ratio >= ID_UNIQUE_RATIO and spread <= ID_INT_SPREAD:
             return Role("id", f"{ratio:.0%} of {present} values distinct, numbered densely", distinct)
-        if present >= MIN_ROWS_FOR_DISTINCT and distinct <= INT_CATEGORY_MAX:
-            return Role("categorical", f"integers, {distinct} distinct: one category each", distinct)
         if present >= MIN_ROWS_FOR_DISTINCT and target and s.index:
             codes = _codes(s, target)
             if codes:
-                return Role("categorical", f"integers, {distinct} distinct: codes, {codes}", distinct)
+                return Role("categorical", f"integers, {distinct} distinct, as categories: {codes}", distinct)
         return _number(s, "integers", distinct)
     strings = [str(v).strip() for v in s.values]
     lowered = {v.lower() for v in strings}
@@ -207,14 +206,14 @@ def _target(label: Sample, task: Optional[str], positive_class: Optional[str]) -
 
 
 def _codes(s: Sample, target: Mapping[int, Sequence[float]]) -> str:
-    """Why an integer column is codes rather than a number, or a date's single days matter (empty when not): on
-    the odd sampled rows, the even rows' mean label per value (shrunk toward the overall mean by SHRINK_ROWS)
-    explains at least CATEGORY_GAIN more of the label's variance than the mean label per quantile bin of the
-    value."""
+    """Why an integer column is categories rather than a number, or a date's single days matter (empty when not):
+    on the odd sampled rows, the even rows' mean label per value (shrunk toward the overall mean by SHRINK_ROWS)
+    explains at least CATEGORY_GAIN more of the label's variance than a smooth curve of the value fitted on the
+    even rows does, by CATEGORY_T standard errors of the rows' paired differences."""
     pairs = [(v, target[row]) for v, row in zip(s.values, s.index) if row in target]
     fit = [(v, y) for i, (v, y) in enumerate(pairs) if i % 2 == 0]
     held = [(v, y) for i, (v, y) in enumerate(pairs) if i % 2 == 1]
-    if len(fit) < MIN_ROWS_FOR_DISTINCT or len(held) < MIN_ROWS_FOR_DISTINCT:
+    if len(fit) < MIN_ROWS_FOR_DISTINCT or len(held) < MIN_ROWS_FOR_DISTINCT or len(set(s.values)) < 3:
         return ""
     x_fit, y_fit = np.array([v for v, _ in fit], dtype=np.float64), np.stack([y for _, y in fit])
     x_held, y_held = np.array([v for v, _ in held], dtype=np.float64), np.stack([y for _, y in held])
@@ -222,22 +221,32 @@ def _codes(s: Sample, target: Mapping[int, Sequence[float]]) -> str:
     total = np.square(y_held - overall).sum()
     if total <= 0:
         return ""
-
-    def explained(fit_keys: np.ndarray, held_keys: np.ndarray) -> float:
-        means = {}
-        for key in np.unique(fit_keys):
-            rows = y_fit[fit_keys == key]
-            means[key] = (rows.sum(axis=0) + SHRINK_ROWS * overall) / (len(rows) + SHRINK_ROWS)
-        guess = np.stack([means.get(k, overall) for k in held_keys])
-        return 1 - np.square(y_held - guess).sum() / total
-
-    per_value = explained(x_fit, x_held)
-    edges = np.unique(np.quantile(x_fit, np.linspace(0, 1, SMOOTH_BINS + 1)[1:-1]))
-    smooth = explained(np.digitize(x_fit, edges), np.digitize(x_held, edges))
-    if per_value < smooth + CATEGORY_GAIN:
+    means = {}
+    for key in np.unique(x_fit):
+        rows = y_fit[x_fit == key]
+        means[key] = (rows.sum(axis=0) + SHRINK_ROWS * overall) / (len(rows) + SHRINK_ROWS)
+    per_value_errors = np.square(y_held - np.stack([means.get(k, overall) for k in x_held])).sum(axis=1)
+    smooth_errors = np.square(y_held - _bent_line(x_fit, y_fit, x_held)).sum(axis=1)
+    per_value, smooth = 1 - per_value_errors.sum() / total, 1 - smooth_errors.sum() / total
+    better = smooth_errors - per_value_errors
+    spread = better.std() / np.sqrt(len(better))
+    if per_value < smooth + CATEGORY_GAIN or better.mean() < CATEGORY_T * spread:
         return ""
     return (f"each value's mean label explains {per_value:.1%} of the label's variance on held-out rows, a smooth "
             f"curve of it {smooth:.1%}")
+
+
+def _bent_line(x_fit: np.ndarray, y_fit: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The least-squares line through (x_fit, y_fit) bent at x_fit's quartiles, at `x`."""
+    center, scale = x_fit.mean(), x_fit.std() or 1.0
+    knots = np.unique(np.quantile((x_fit - center) / scale, [0.25, 0.5, 0.75]))
+
+    def design(values):
+        z = (values - center) / scale
+        return np.column_stack([np.ones_like(z), z, *(np.maximum(z - k, 0.0) for k in knots)])
+
+    coefficients, *_ = np.linalg.lstsq(design(x_fit), y_fit, rcond=None)
+    return design(x) @ coefficients
 
 
 def _date_format(strings: Sequence[str]) -> Optional[str]:
