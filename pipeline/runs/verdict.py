@@ -104,9 +104,8 @@ class MainResult:
             else:
                 parts.append(f"{side.replace('_', ' ')} {self.bounds[side]:.6g}")
         allowed = allowed_regression(self.bounds)
-        if allowed is not None:
-            parts.append(no_worse_than_serving(allowed) if self.baseline is not None
-                         else "no model serving yet to compare with")
+        if allowed is not None and self.baseline is not None:  # with nothing serving, TFMA drops it too
+            parts.append(no_worse_than_serving(allowed))
         return parts
 
     def line(self) -> str:
