@@ -176,10 +176,12 @@ def test_it_blesses_on_the_test_split_and_scores_the_trivial_model_on_the_same_r
     assert summary.metrics["example_count"] == len(rows[TEST])
     species = {split: [scoring.value(r, "species") for r in found] for split, found in rows.items()}
     [(majority, _)] = Counter(species[TRAIN]).most_common(1)
-    assert summary.trivial_metric == pytest.approx(species[TEST].count(majority) / len(rows[TEST]), abs=1e-12)
+    # MLMD's SQLite store keeps 6 significant digits of a double property.
+    assert summary.trivial_metric == pytest.approx(species[TEST].count(majority) / len(rows[TEST]), rel=5e-6)
+    assert not summary.trivial_sets_the_bar  # configs/local.yaml's lower_bound 0.9 is stricter
     assert summary.metrics["sparse_categorical_accuracy"] > summary.trivial_metric
     transformed = summary.output("Transform", "Examples")
-    assert json.loads(transformed.properties["split_names"]) == [TRAIN, EVAL, TEST]
+    assert sorted(json.loads(transformed.properties["split_names"])) == sorted([TRAIN, EVAL, TEST])
     # Each number says its split: the exported step's on eval, the Evaluator's on test.
     assert f"(eval accuracy {summary.exported.value:.4f};" in console
     assert f"test accuracy: {summary.metrics['sparse_categorical_accuracy']:.4f} (trivial model " in console

@@ -67,14 +67,16 @@ def _regression(*settings: str):
                    "features.numeric=[bill_length_mm]", "evaluator.lower_bound=null", *settings)
 
 
-@pytest.mark.parametrize("settings, expected", [
-    ((), {"upper_bound": trivial.bound(100.0, False)}),                   # no bound: the trivial model's
-    (("evaluator.upper_bound=150",), {"upper_bound": trivial.bound(100.0, False)}),  # a laxer one is raised
-    (("evaluator.upper_bound=80",), {"upper_bound": 80.0}),                # a stricter one stays
-    (("evaluator.lower_bound=5",), {"lower_bound": 5.0, "upper_bound": trivial.bound(100.0, False)}),
+@pytest.mark.parametrize("settings, expected, raised", [
+    ((), {"upper_bound": trivial.bound(100.0, False)}, True),                      # no bound: the trivial model's
+    (("evaluator.upper_bound=150",), {"upper_bound": trivial.bound(100.0, False)}, True),  # a laxer one is raised
+    (("evaluator.upper_bound=80",), {"upper_bound": 80.0}, False),                 # a stricter one stays
+    (("evaluator.lower_bound=5",), {"lower_bound": 5.0, "upper_bound": trivial.bound(100.0, False)}, True),
 ], ids=["none", "laxer", "stricter", "other-side"])
-def test_the_trivial_bound_combines_with_the_configured_ones(settings, expected):
-    bounded = trivial.with_trivial_bound(eval_config(_regression(*settings)), MAIN_METRICS["regression"], 100.0)
+def test_the_trivial_bound_combines_with_the_configured_ones(settings, expected, raised):
+    bounded, was_raised = trivial.with_trivial_bound(eval_config(_regression(*settings)), MAIN_METRICS["regression"],
+                                                     100.0)
+    assert was_raised is raised
     [threshold] = [m.threshold for m in bounded.metrics_specs[0].metrics if m.class_name == "RootMeanSquaredError"]
     value = threshold.value_threshold
     found = {side: getattr(value, side).value for side in ("lower_bound", "upper_bound") if value.HasField(side)}
@@ -140,6 +142,16 @@ def test_the_executor_hands_tfma_the_trivial_bound_and_records_it(monkeypatch, t
     assert evaluation.get_string_custom_property(trivial.SPLIT) == "test"
     assert evaluation.get_float_custom_property(trivial.TRIVIAL_VALUE) == 0.25
     assert "class id 2" in evaluation.get_string_custom_property(trivial.TRIVIAL_MODEL)
+    assert evaluation.get_int_custom_property(trivial.TRIVIAL_SETS_THE_BAR) == 1
+    # Above the configured bound (0.9) the trivial model is no bar, and the artifact says so.
+    examples = _transformed(tmp_path / "high", {"train": [2, 2], "test": [2] * 19 + [1]})
+    seen, evaluation = _do(monkeypatch, tmp_path / "high", _config(), {trivial.TRANSFORMED_EXAMPLES: [examples]})
+    assert '"lowerBound": 0.950001' in seen[specs.EVAL_CONFIG_KEY]
+    assert evaluation.get_int_custom_property(trivial.TRIVIAL_SETS_THE_BAR) == 1
+    examples = _transformed(tmp_path / "low", {"train": [2, 2], "test": [2, 1]})
+    seen, evaluation = _do(monkeypatch, tmp_path / "low", _config(), {trivial.TRANSFORMED_EXAMPLES: [examples]})
+    assert '"lowerBound": 0.9' in seen[specs.EVAL_CONFIG_KEY]
+    assert evaluation.get_int_custom_property(trivial.TRIVIAL_SETS_THE_BAR) == 0
 
 
 def test_without_transforms_output_the_executor_refuses_before_tfma(monkeypatch, tmp_path):

@@ -27,6 +27,9 @@ TRANSFORMED_EXAMPLES = "transformed_examples"
 # On the evaluation artifact (what the summary and the report read): the split(s) the metrics and the blessing
 # were computed on, the trivial model's main metric on the same rows, and what that model is, in words.
 SPLIT, TRIVIAL_VALUE, TRIVIAL_MODEL = "split", "trivial_value", "trivial_model"
+# 1 when the trivial model's bound is the one applied (no configured bound was stricter). Recorded, not worked out
+# from the value: MLMD's SQLite store keeps a double custom property to 6 significant digits only.
+TRIVIAL_SETS_THE_BAR = "trivial_sets_the_bar"
 # "Better than the trivial model" must be more than float32's rounding of the same value: TFMA's metrics are
 # float32, ours float64 (one row's worth of accuracy is above this up to a million rows).
 MARGIN = 1e-6
@@ -40,6 +43,7 @@ class TrivialModel:
     task: str
     value: float  # the main metric on the evaluated rows
     what: str     # the model, in words
+    sets_the_bar: bool = False  # its bound is the one applied (set by score())
 
 
 def trivial_model(task: str, train_labels: Optional[np.ndarray], labels: Optional[np.ndarray]) -> TrivialModel:
@@ -80,24 +84,25 @@ def bound(value: float, higher_is_better: bool) -> float:
     return value + step if higher_is_better else value - step
 
 
-def with_trivial_bound(eval_config: tfma.EvalConfig, main: MainMetric, value: float) -> tfma.EvalConfig:
+def with_trivial_bound(eval_config: tfma.EvalConfig, main: MainMetric, value: float
+                       ) -> tuple[tfma.EvalConfig, bool]:
     """`eval_config` with the main metric's value threshold at least as strict as "better than `value`": a
-    configured bound that is stricter stays, a laxer one (or none) becomes the trivial model's."""
+    configured bound that is stricter stays, a laxer one (or none) becomes the trivial model's; and whether it
+    did."""
     result = tfma.EvalConfig()
     result.CopyFrom(eval_config)
-    floor = bound(value, main.higher_is_better)
+    floor, raised = bound(value, main.higher_is_better), False
+    side = "lower_bound" if main.higher_is_better else "upper_bound"
     for spec in result.metrics_specs:
         for metric in spec.metrics:
             if metric.class_name != main.tfma_class or not metric.HasField("threshold"):
                 continue
             threshold = metric.threshold.value_threshold
-            if main.higher_is_better and not (threshold.HasField("lower_bound") and
-                                              threshold.lower_bound.value >= floor):
-                threshold.lower_bound.value = floor
-            if not main.higher_is_better and not (threshold.HasField("upper_bound") and
-                                                  threshold.upper_bound.value <= floor):
-                threshold.upper_bound.value = floor
-    return result
+            configured = getattr(threshold, side).value if threshold.HasField(side) else None
+            if configured is None or (configured < floor if main.higher_is_better else configured > floor):
+                getattr(threshold, side).value = floor
+                raised = True
+    return result, raised
 
 
 def gated_task(eval_config: tfma.EvalConfig) -> Optional[str]:
@@ -161,8 +166,9 @@ def score(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str
                                    f"{','.join(splits)} is {trivial.value}")
     log.info("trivial model on split %s: %s, %s %.6g", ",".join(splits), trivial.what, MAIN_METRICS[task].label,
              trivial.value)
-    bounded = with_trivial_bound(eval_config, MAIN_METRICS[task], trivial.value)
-    return {**exec_properties, specs.EVAL_CONFIG_KEY: json_format.MessageToJson(bounded)}, trivial
+    bounded, raised = with_trivial_bound(eval_config, MAIN_METRICS[task], trivial.value)
+    return ({**exec_properties, specs.EVAL_CONFIG_KEY: json_format.MessageToJson(bounded)},
+            dataclasses.replace(trivial, sets_the_bar=raised))
 
 
 def record(evaluation: types.Artifact, exec_properties: dict[str, Any], trivial: Optional[TrivialModel]) -> None:
@@ -171,10 +177,19 @@ def record(evaluation: types.Artifact, exec_properties: dict[str, Any], trivial:
     if trivial is not None:
         evaluation.set_float_custom_property(TRIVIAL_VALUE, trivial.value)
         evaluation.set_string_custom_property(TRIVIAL_MODEL, trivial.what)
+        evaluation.set_int_custom_property(TRIVIAL_SETS_THE_BAR, int(trivial.sets_the_bar))
 
 
-def recorded(properties: dict[str, Any]) -> tuple[Optional[str], Optional[float], Optional[str]]:
-    """(split, trivial value, trivial model) from an evaluation artifact's properties; None where not recorded."""
-    value = properties.get(TRIVIAL_VALUE)
-    return (properties.get(SPLIT) or None, float(value) if value is not None else None,
-            properties.get(TRIVIAL_MODEL) or None)
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """What record() put on an evaluation artifact; None (False) where a run recorded nothing (from before)."""
+    split: Optional[str] = None
+    value: Optional[float] = None
+    what: Optional[str] = None
+    sets_the_bar: bool = False
+
+    @classmethod
+    def of(cls, properties: dict[str, Any]) -> "Recorded":
+        value = properties.get(TRIVIAL_VALUE)
+        return cls(properties.get(SPLIT) or None, float(value) if value is not None else None,
+                   properties.get(TRIVIAL_MODEL) or None, properties.get(TRIVIAL_SETS_THE_BAR) == 1)

@@ -92,8 +92,9 @@ class RunSummary:
     # the same rows, with what that model is (components/evaluation/trivial.py); None when the Evaluator did not
     # run or recorded none (runs from before the test split evaluated on "eval").
     eval_split: Optional[str] = None
-    trivial_metric: Optional[float] = None
+    trivial_metric: Optional[float] = None  # to 6 significant digits: what MLMD's SQLite store keeps
     trivial_model: Optional[str] = None
+    trivial_sets_the_bar: bool = False  # its bound is the one the Evaluator applied
 
     @property
     def exported(self) -> Optional[ExportChoice]:
@@ -158,7 +159,9 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         applied = verdict.applied_eval_config(evaluation.uri)
         raw = mlmd.properties(executions["Evaluator"]).get("eval_config")
         summary.thresholds = verdict.thresholds(applied or (verdict.parse_eval_config(raw) if raw else None))
-        summary.eval_split, summary.trivial_metric, summary.trivial_model = trivial.recorded(evaluation.properties)
+        found = trivial.Recorded.of(evaluation.properties)
+        summary.eval_split, summary.trivial_metric, summary.trivial_model = found.split, found.value, found.what
+        summary.trivial_sets_the_bar = found.sets_the_bar
         summary.metrics, summary.baseline_metrics = _overall_metrics(evaluation.uri)
         validation = tfma.load_validation_result(evaluation.uri)
         summary.blessed = validation.validation_ok
@@ -295,7 +298,7 @@ def main_result(summary: RunSummary, config: Optional[Config] = None) -> Optiona
         return None
     return verdict.MainResult(metric, summary.eval_split or EVAL, summary.metrics[metric.key],
                               summary.thresholds.get(metric.key, {}), summary.baseline_metrics.get(metric.key),
-                              summary.trivial_metric, summary.trivial_model)
+                              summary.trivial_metric, summary.trivial_model, summary.trivial_sets_the_bar)
 
 
 def why_not_blessed(summary: RunSummary, main: Optional[verdict.MainResult]) -> list[str]:

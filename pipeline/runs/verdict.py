@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from typing import Optional
 
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 
-from components.evaluation import trivial
 from pipeline.config import CHANGE_EPSILON
 from trainer.tasks import MainMetric
 
@@ -81,17 +79,11 @@ class MainResult:
     baseline: Optional[float]       # the serving model's value; None without one
     trivial_value: Optional[float]  # None for runs before the trivial model
     trivial_model: Optional[str] = None
+    trivial_sets_the_bar: bool = False  # the bound on the better side is the trivial model's
 
     @property
     def better_side(self) -> str:
         return "lower_bound" if self.metric.higher_is_better else "upper_bound"
-
-    @property
-    def trivial_sets_the_bar(self) -> bool:
-        """Whether the bound on the better side is the trivial model's (no configured bound is stricter)."""
-        bound = self.bounds.get(self.better_side)
-        return (bound is not None and self.trivial_value is not None and
-                math.isclose(bound, trivial.bound(self.trivial_value, self.metric.higher_is_better), rel_tol=1e-12))
 
     def bound_phrases(self) -> list[str]:
         """The value bounds and the change bound, as the summary and the report say them."""
