@@ -21,9 +21,10 @@ from pipeline.runs.summary import summarize
 
 pytestmark = pytest.mark.e2e
 
-# configs/taxi.yaml's model scores 0.952 on the eval rows (deterministic: same data, same
-# seed); TFX's own taxi pipeline scores 0.942 on the same rows (bench/taxi.py). Below 0.94
-# ours would no longer match TFX's example.
+# configs/taxi.yaml's model scores 0.953 on its 2,502 test rows (deterministic: same data, same
+# seed; 0.952 on the 5,039 eval rows of the 2:1 split before the test split); TFX's own taxi
+# pipeline scored 0.942 on its eval rows (bench/taxi.py scores both on our test rows, all among them).
+# Below 0.94 ours would no longer match TFX's example.
 TAXI_MIN_AUC = 0.94
 
 
@@ -52,7 +53,7 @@ def test_pushed_taxi_model_scores_raw_rows(taxi_run):
     # A client sends neither the label, nor the tips that give it away, nor the unused columns.
     out = scoring.serve(summary.pushed_path, rows,
                         drop=["big_tipper", "tips", "trip_start_timestamp", "pickup_census_tract"])
-    assert len(rows) > 4000 and out["probability"].shape == (len(rows),)
+    assert len(rows) > 2000 and out["probability"].shape == (len(rows),)
     assert scoring.auc(labels, out["probability"]) >= TAXI_MIN_AUC
     assert np.array_equal(out["class_id"], (out["probability"] > 0.5).astype(np.int64))
 
