@@ -17,6 +17,7 @@ from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 from components.scoring import keys as scoring_keys  # noqa: E402
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
+from pipeline.runs import mlmd  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
 from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
 from pipeline.runs.tuning_report import tuning_section  # noqa: E402
@@ -33,7 +34,7 @@ def run_dir(config: Config, run_id: str) -> str:
     """Where a run's own files (its report) live: <root>/runs/<run id>/."""
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise ValueError(f"run id {run_id!r} is not a valid directory name")
-    return join(config.pipeline.root_uri, "runs", run_id.replace(":", ""))
+    return join(config.pipeline.root_uri, "runs", mlmd.dir_name(run_id))
 
 
 def write_report(config: Config, run_id: Optional[str] = None, summary: Optional[RunSummary] = None) -> str:
