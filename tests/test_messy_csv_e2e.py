@@ -1,6 +1,6 @@
 """A messy customer table saved as Excel's "CSV UTF-8" (byte-order mark, CRLF) trains by config alone, with only
-label, task and positive_class in features (issue 35, messy real-world CSVs); then, with no further setup, `predict`
-scores held-out rows with the version it pushed (issue 48). One pipeline run, as a person starts it from a plain
+label, task and positive_class in features; then, with no further setup, `predict` scores held-out rows with the
+version it pushed. One pipeline run, as a person starts it from a plain
 shell: `python -m pipeline run`, no Make, none of the variables the Makefile sets."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from trainer import environment
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parent.parent
-# Issue 35's bar: held-out AUC within this of a logistic regression's on the same rows.
+# The bar for training by config alone: held-out AUC within this of a logistic regression's on the same rows.
 LR_MARGIN = 0.015
 # A progress line (pipeline/local/progress.py): the seconds since the run began, then what happened.
 PROGRESS = re.compile(r"^\[ *\d+\.\ds\] ")
