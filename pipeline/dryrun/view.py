@@ -48,6 +48,10 @@ def endpoint_stand_in(config: Config, local_dir: Path, stream: Optional[TextIO] 
 def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Config]:
     """`config` as the dry run on `local_dir` ran it: pipeline.root mapped into its bucket, the GCS emulator
     that keeps its models.config and claims in this process's environment, the endpoint at its stand-in."""
+    if not config.pipeline.root_uri.startswith("gs://"):
+        raise ConfigError(f"--dryrun-dir acts on a dry run of a cloud config, whose pipeline.root is a gs:// URI; "
+                          f"this config's is {config.pipeline.root_uri}: pass the config the dry run ran "
+                          "(--config configs/vertex.yaml, as make dryrun does)")
     bucket = BucketMap(resolve(str(local_dir)))
     if not bucket.root.is_dir():
         raise ConfigError(f"--dryrun-dir {local_dir}: no dry run's bucket at {bucket.root}; run "
