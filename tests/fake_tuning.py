@@ -4,7 +4,6 @@ Google's JSON, with trials that train nothing: each reports `objective(values)` 
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -18,6 +17,7 @@ from google.protobuf import json_format
 from pipeline.dryrun.training.tuning import METRIC_FILE_ENV, TRIAL_ID_ENV, TuningService
 from pipeline.errors import JobRefused
 from tests.fake_http import JsonServer, Request
+from trainer.environment import overriding
 
 PROJECT, REGION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
@@ -32,17 +32,8 @@ def _reporter(env: dict):
     no trial falls back to /tmp/hypertune (where two threads making it at once race, and one trial fails)."""
     import hypertune
 
-    with _MAKING:
-        saved = {name: os.environ.get(name) for name in _HYPERTUNE_ENV}
-        os.environ.update({name: env[name] for name in _HYPERTUNE_ENV if name in env})
-        try:
-            return hypertune.HyperTune()
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+    with _MAKING, overriding({name: env[name] for name in _HYPERTUNE_ENV if name in env}):
+        return hypertune.HyperTune()
 
 
 class _Trial:

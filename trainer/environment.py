@@ -4,8 +4,9 @@ points (`python -m pipeline`, `python -m trainer`) so that they work from a plai
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import MutableMapping
+from typing import Iterator, Mapping, MutableMapping
 
 # TFX, TFT and TFMA 1.16 need Keras 2 (tf_keras); TensorFlow 2.16 reads this once, at its import, to pick Keras 2
 # for tf.keras (docs/configuration.md, why TFX 1.16). Forced: with Keras 3 the pipeline cannot run at all.
@@ -25,3 +26,18 @@ def prepare(environ: MutableMapping[str, str] = os.environ) -> None:
     paths = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if not any(os.path.abspath(p) == REPO_ROOT for p in paths):
         environ["PYTHONPATH"] = os.pathsep.join([REPO_ROOT, *paths])
+
+
+@contextlib.contextmanager
+def overriding(values: Mapping[str, str]) -> Iterator[None]:
+    """os.environ with `values` set inside the block, each of those names as it was after it (unset if it was)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -15,6 +15,7 @@ from pipeline.dryrun import gcs_emulator
 from pipeline.dryrun.bucket import BucketMap, local_view
 from pipeline.dryrun.vertex_endpoints import VertexEndpoints
 from pipeline.errors import ConfigError
+from trainer.environment import overriding
 
 ENDPOINTS_STATE = Path("vertex-endpoints") / "state.json"
 
@@ -58,13 +59,5 @@ def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Confi
                           f"`python -m pipeline dryrun --local-dir {local_dir}` first")
     with gcs_emulator.shared(bucket.root.parent, [bucket_of(config.pipeline.root_uri)]) as env, \
             endpoint_stand_in(config, bucket.root.parent) as config:
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        try:
+        with overriding(env):
             yield local_view(config, bucket)
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
