@@ -17,7 +17,6 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_c
 from pipeline.cli import main  # noqa: E402
 
 code = main()
-console.finish()
 # The run is over; the interpreter's last garbage collections would walk TensorFlow's and
 # TFX's millions of objects again (about 2 s). Exit handlers and stream flushing still run.
 gc.freeze()

@@ -7,11 +7,12 @@ log INFO and deprecation records through Python's logging. `quiet()` (called by 
 imports TensorFlow) points descriptor 2 at a log file and hands Python's `sys.stderr`, which the command's own error
 messages and an uncaught error's traceback are written to, a copy of the terminal's descriptor. A run then moves the
 log into its own log file (`log_into`); any other command's log is a temporary file, removed when the command ends
-without an uncaught error and named on the terminal when one escapes.
+(also by sys.exit or argparse's exit) and named on the terminal when an uncaught error escapes, and then kept.
 """
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import logging
 import os
@@ -37,6 +38,7 @@ class Console:
 
     def __init__(self, terminal: TextIO, log_path: str, temporary: bool):
         self.terminal, self.log_path, self.temporary = terminal, log_path, temporary
+        self.keep = False  # an uncaught error named the temporary log: it stays
 
     def log_into(self, path: str) -> None:
         """From now on descriptor 2 (and so the libraries' log records) goes to `path`, after what was written so
@@ -53,12 +55,14 @@ class Console:
         self.log_path, self.temporary = path, False
 
     def finish(self) -> None:
-        """The command ended without an uncaught error: a temporary log has nothing anyone needs."""
-        if self.temporary:
+        """At exit (a return, sys.exit, argparse's exit): a temporary log has nothing anyone needs, unless an
+        uncaught error named it."""
+        if self.temporary and not self.keep:
             sys.__stderr__.flush()
             _remove(self.log_path)
 
     def _excepthook(self, kind, value, tb) -> None:
+        self.keep = True
         traceback.print_exception(kind, value, tb, file=self.terminal)
         self.terminal.write(f"the libraries' own messages (TensorFlow, TFX, Beam): {self.log_path}\n")
         self.terminal.flush()
@@ -83,6 +87,7 @@ def quiet() -> Console:
     faulthandler.enable(file=terminal)
     _active = Console(terminal, path, temporary=True)
     sys.excepthook = _active._excepthook
+    atexit.register(_active.finish)  # every way out but a crash (the log then stays, for its C++ lines)
     root = logging.getLogger()
     # sys.__stderr__ writes to descriptor 2, wherever log_into points it later.
     to_log = logging.StreamHandler(sys.__stderr__)
@@ -103,11 +108,6 @@ def log_into(path: str) -> None:
     """A run's log file takes descriptor 2 from here on; nothing when `quiet()` was not called (tests, imports)."""
     if _active is not None:
         _active.log_into(path)
-
-
-def finish() -> None:
-    if _active is not None:
-        _active.finish()
 
 
 def _remove(path: str) -> None:

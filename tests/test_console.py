@@ -26,7 +26,7 @@ if sys.argv[1] == "run":
     logging.getLogger("absl").error("MetadataStore with DB connection initialized")
 if sys.argv[1] == "crash":
     raise RuntimeError("boom")
-console.finish()
+sys.exit(3)  # as argparse's --help and usage errors end a command
 """
 
 
@@ -38,7 +38,7 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_a_command_prints_its_own_words_and_leaves_no_log(tmp_path):
     done = _run(tmp_path, "other")
-    assert done.returncode == 0
+    assert done.returncode == 3
     assert done.stderr == "WARNING: our own warning\nerror: our own message\n"
     assert not list(tmp_path.glob("pipeline-*.log")), "a command that ended cleanly keeps no temporary log"
 
@@ -46,7 +46,7 @@ def test_a_command_prints_its_own_words_and_leaves_no_log(tmp_path):
 def test_a_run_moves_everything_into_its_log_file(tmp_path):
     log = tmp_path / "run.log"
     done = _run(tmp_path, "run", str(log))
-    assert done.returncode == 0 and done.stderr == "WARNING: our own warning\nerror: our own message\n"
+    assert done.returncode == 3 and done.stderr == "WARNING: our own warning\nerror: our own message\n"
     text = log.read_text()
     # From the import on: what came before the run's log was known, then what came after.
     assert text.index("Unable to register cuDNN factory") < text.index("tf_record_iterator is deprecated") \
