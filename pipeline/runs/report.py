@@ -17,8 +17,16 @@ from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 from components.scoring import keys as scoring_keys  # noqa: E402
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
+from pipeline.runs import mlmd  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
-from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
+from pipeline.runs.summary import (  # noqa: E402
+    COMPONENTS_TIME,
+    GATES,
+    RunSummary,
+    metric_text,
+    push_outcome,
+    summarize,
+)
 from pipeline.runs.tuning_report import tuning_section  # noqa: E402
 from trainer import role_table  # noqa: E402
 
@@ -33,7 +41,7 @@ def run_dir(config: Config, run_id: str) -> str:
     """Where a run's own files (its report) live: <root>/runs/<run id>/."""
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise ValueError(f"run id {run_id!r} is not a valid directory name")
-    return join(config.pipeline.root_uri, "runs", run_id.replace(":", ""))
+    return join(config.pipeline.root_uri, "runs", mlmd.dir_name(run_id))
 
 
 def write_report(config: Config, run_id: Optional[str] = None, summary: Optional[RunSummary] = None) -> str:
@@ -86,7 +94,7 @@ def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) ->
 
 def _components(s: RunSummary) -> str:
     rows = [(c.name, c.state, f"{c.seconds:.1f}") for c in s.components]
-    rows.append(("total", "", f"{sum(c.seconds for c in s.components):.1f}"))
+    rows.append((COMPONENTS_TIME, "", f"{sum(c.seconds for c in s.components):.1f}"))
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(s.components) + 1))
     names = [c.name for c in s.components][::-1]
     ax.barh(names, [c.seconds for c in s.components][::-1],
@@ -224,7 +232,7 @@ def _evaluation(s: RunSummary) -> str:
         if "change_absolute_max" in t:  # a lower-is-better metric, such as rmse
             bounds.append(f"change vs baseline &le; {t['change_absolute_max']:.2g}")
         value, base = s.metrics.get(name), s.baseline_metrics.get(name)
-        rows.append((page.escape(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
+        rows.append((page.escape(name), _fmt(value, name), _fmt(base, name), " and ".join(bounds) or "none"))
     table = page.table(("metric", "candidate", "baseline (serving)", "threshold"), rows, escaped=False)
     if s.blessed:
         why = ("it met every threshold" + (" and did not regress against the model serving now"
@@ -275,5 +283,5 @@ def _consumers(s: RunSummary) -> dict[int, list[str]]:
 
 # -- helpers ----------------------------------------------------------------
 
-def _fmt(x: Optional[float]) -> str:
-    return "&ndash;" if x is None else f"{x:.4f}"
+def _fmt(x: Optional[float], name: str = "") -> str:
+    return "&ndash;" if x is None else metric_text(name, x)

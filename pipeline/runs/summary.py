@@ -31,6 +31,10 @@ from trainer.tasks import MAIN_METRICS, MainMetric
 GATES = ("DataGate", "DriftGate")
 # The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
 ACCURACY = MAIN_METRICS["multiclass"].key
+# TFMA's count of the examples it evaluated.
+EXAMPLE_COUNT = "example_count"
+# The components' own seconds added up: not the run's wall time (imports, the summary and the report are not in it).
+COMPONENTS_TIME = "sum of the components"
 
 
 @dataclasses.dataclass
@@ -238,7 +242,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     lines = [f"run {summary.run_id}", "components:"]
     for c in summary.components:
         lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
-    lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    lines.append(f"  {COMPONENTS_TIME:<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
     if summary.snapshot_digest:
         lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
     if summary.waiting_spans:
@@ -259,7 +263,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     metric = _gated_metric(summary, config)
     if metric is not None and metric.key in summary.metrics:
         lines.append(_metric_line(summary, metric))
-        lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
+        lines.append(f"eval examples: {metric_text(EXAMPLE_COUNT, summary.metrics.get(EXAMPLE_COUNT, 0))}")
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in summary.validation_failures)
@@ -277,6 +281,16 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if log_file:
         lines.append(f"log:       {log_file}")
     return "\n".join(lines)
+
+
+def metric_text(name: str, value: Optional[float]) -> str:
+    """A metric as the summary and the report print it: a count (TFMA's example_count, weighted_example_count) as
+    the whole number it is, anything else to four decimals."""
+    if value is None:
+        return "-"
+    if name.endswith("_count") and float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4f}"
 
 
 def push_outcome(summary: RunSummary) -> str:
