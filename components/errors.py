@@ -23,6 +23,11 @@ class CsvInputError(ComponentError, ValueError):
     """A CSV file does not fit its header or the others; the message names the file and record."""
 
 
+class ModelInputsError(ComponentError, LookupError):
+    """Nothing says which columns a model version reads: it carries no record of its inputs (exported before
+    versions had one, trainer/model_inputs.py) and no schema was given; the message names the version."""
+
+
 class DataAnomaliesError(ComponentError, RuntimeError):
     """The examples break the schema; the message lists every anomaly."""
 

@@ -66,6 +66,8 @@ def test_report_shows_what_the_run_recorded(report):
     components = _section(page, "components")
     for c in summary.components:
         assert f"<td>{c.name}</td><td>{c.state}</td><td>{c.seconds:.1f}</td>" in components
+    assert f"<td>sum of the components</td><td></td><td>{sum(c.seconds for c in summary.components):.1f}</td>" \
+        in components
     data = _section(page, "data")
     for name in (*(f.name for f in (*config.features.numeric, *config.features.categorical)), config.features.label):
         assert f"<td>{name}</td>" in data
@@ -82,6 +84,7 @@ def test_report_shows_what_the_run_recorded(report):
     bound = config.evaluator.lower_bound
     assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td><td>&ndash;</td>"
             f"<td>{summary.trivial_metric:.4f}</td><td>lower bound {bound:.6g}</td>") in evaluation
+    assert f"<td>example_count</td><td>{summary.metrics['example_count']:.0f}</td>" in evaluation  # a count
     assert "<b>Blessed</b>" in evaluation and "no model was serving yet" in evaluation
     assert summary.pushed_path in evaluation
     assert summary.snapshot_digest and summary.snapshot_digest in _section(page, "snapshot")
@@ -131,8 +134,12 @@ def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):
     latest = summarize(config.pipeline.metadata_path, config.pipeline.name).run_id
     assert cli.main(["report", "--set", root]) == EXIT_OK
     assert capsys.readouterr().out.strip() == os.path.join(run_dir(config, latest), REPORT_FILE)
+    # The id as the run's directory is named (no ':') works too; a miss names the newest ids.
+    assert cli.main(["report", summary.run_id.replace(":", ""), "--set", root]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == path
     assert cli.main(["report", "no-such-run", "--set", root]) == EXIT_FAILED
-    assert "no run 'no-such-run'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no run 'no-such-run'" in err and f"the newest runs of {config.pipeline.name!r}: {latest}" in err
 
 
 def test_a_rejected_candidate_shows_baseline_numbers_and_why(rejected_run, safety_run):
@@ -198,6 +205,7 @@ def test_a_blocked_run_reports_what_the_summary_says(safety_run, tmp_path):
 def test_history_shows_the_trainers_cpu_hours_of_a_local_run(report):
     config, summary, *_ = report
     [row] = [r for r in history(config) if r.run_id == summary.run_id]
+    assert row.drift == "-"  # the root's first run: its drift gate had no serving model to compare with
     assert row.cost.where == "local" and row.cost.usd is None
     assert row.cost.pool_hours == pytest.approx(summary.trainer.cpu_seconds / 3600) and row.cost.pool_hours > 0
     text = format_history(history(config))
@@ -205,6 +213,14 @@ def test_history_shows_the_trainers_cpu_hours_of_a_local_run(report):
     assert f" {row.cost.pool_hours:.4f} " in line
     assert "trainer h: CPU-hours the trainer used (a local run has no worker pool)" in text
     assert f"<td>training cost</td><td>{html.escape(row.cost.describe())}</td>" in _section(report[4], "overview")
+
+
+def test_counts_print_as_whole_numbers_and_metrics_to_four_decimals():
+    from pipeline.runs.summary import metric_text
+
+    assert metric_text("example_count", 10808.0) == "10,808" and metric_text("weighted_example_count", 84.0) == "84"
+    assert metric_text("weighted_example_count", 84.5) == "84.5000"  # weighted: not a count of rows
+    assert metric_text("accuracy", 1.0) == "1.0000" and metric_text("auc", None) == "-"
 
 
 def test_history_plot_labels_its_axis_with_the_metric_and_marks_blocked_runs():

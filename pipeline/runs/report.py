@@ -18,8 +18,19 @@ from components.scoring import keys as scoring_keys  # noqa: E402
 from components.splits import EVAL  # noqa: E402
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
+from pipeline.runs import mlmd  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
-from pipeline.runs.summary import GATES, RunSummary, main_result, push_outcome, summarize, why_not_blessed  # noqa: E402
+from pipeline.runs.summary import (  # noqa: E402
+    COMPONENTS_TIME,
+    EXAMPLE_COUNT,
+    GATES,
+    RunSummary,
+    main_result,
+    metric_text,
+    push_outcome,
+    summarize,
+    why_not_blessed,
+)
 from pipeline.runs.tuning_report import tuning_section  # noqa: E402
 from pipeline.runs.verdict import allowed_regression, no_worse_than_serving  # noqa: E402
 from trainer import role_table  # noqa: E402
@@ -35,7 +46,7 @@ def run_dir(config: Config, run_id: str) -> str:
     """Where a run's own files (its report) live: <root>/runs/<run id>/."""
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise ValueError(f"run id {run_id!r} is not a valid directory name")
-    return join(config.pipeline.root_uri, "runs", run_id.replace(":", ""))
+    return join(config.pipeline.root_uri, "runs", mlmd.dir_name(run_id))
 
 
 def write_report(config: Config, run_id: Optional[str] = None, summary: Optional[RunSummary] = None) -> str:
@@ -88,7 +99,7 @@ def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) ->
 
 def _components(s: RunSummary) -> str:
     rows = [(c.name, c.state, f"{c.seconds:.1f}") for c in s.components]
-    rows.append(("total", "", f"{sum(c.seconds for c in s.components):.1f}"))
+    rows.append((COMPONENTS_TIME, "", f"{sum(c.seconds for c in s.components):.1f}"))
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(s.components) + 1))
     names = [c.name for c in s.components][::-1]
     ax.barh(names, [c.seconds for c in s.components][::-1],
@@ -221,10 +232,11 @@ def _evaluation(s: RunSummary) -> str:
         else:
             threshold = " and ".join(_bound_phrases(s.thresholds.get(name, {}))) or "none"
         trivial = _fmt(s.trivial_metric) if main is not None and name == main.metric.key else "&ndash;"
-        rows.append((page.escape(name), _fmt(s.metrics.get(name)), _fmt(s.baseline_metrics.get(name)), trivial,
-                     page.escape(threshold)))
+        rows.append((page.escape(name), _fmt(s.metrics.get(name), name), _fmt(s.baseline_metrics.get(name), name),
+                     trivial, page.escape(threshold)))
     split = s.eval_split or EVAL
-    table = (f"<p>On the <b>{page.escape(split)}</b> split ({s.metrics.get('example_count', 0):.0f} rows)"
+    table = (f"<p>On the <b>{page.escape(split)}</b> split "
+             f"({metric_text(EXAMPLE_COUNT, s.metrics.get(EXAMPLE_COUNT, 0))} rows)"
              + (f"; the trivial model: {page.escape(s.trivial_model)}" if s.trivial_model else "") + ".</p>"
              + page.table(("metric", "candidate", "serving model", "trivial model", "threshold"), rows,
                           escaped=False))
@@ -286,5 +298,5 @@ def _consumers(s: RunSummary) -> dict[int, list[str]]:
 
 # -- helpers ----------------------------------------------------------------
 
-def _fmt(x: Optional[float]) -> str:
-    return "&ndash;" if x is None else f"{x:.4f}"
+def _fmt(x: Optional[float], name: str = "") -> str:
+    return "&ndash;" if x is None else metric_text(name, x)

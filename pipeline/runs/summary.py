@@ -30,6 +30,10 @@ from trainer.tasks import MAIN_METRICS, MainMetric
 GATES = ("DataGate", "DriftGate")
 # The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
 ACCURACY = MAIN_METRICS["multiclass"].key
+# TFMA's count of the examples it evaluated.
+EXAMPLE_COUNT = "example_count"
+# The components' own seconds added up: not the run's wall time (imports, the summary and the report are not in it).
+COMPONENTS_TIME = "sum of the components"
 
 
 @dataclasses.dataclass
@@ -224,7 +228,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     lines = [f"run {summary.run_id}", "components:"]
     for c in summary.components:
         lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
-    lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    lines.append(f"  {COMPONENTS_TIME:<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
     if summary.snapshot_digest:
         lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
     if summary.waiting_spans:
@@ -245,7 +249,7 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     main = main_result(summary, config)
     if main is not None:
         lines.append(main.line())
-        lines.append(f"{main.split} examples: {summary.metrics.get('example_count', 0):.0f}")
+        lines.append(f"{main.split} examples: {metric_text(EXAMPLE_COUNT, summary.metrics.get(EXAMPLE_COUNT, 0))}")
         if summary.trivial_model:
             lines.append(f"trivial model: {summary.trivial_model}")
     if summary.blessed is not None:
@@ -265,6 +269,16 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if log_file:
         lines.append(f"log:       {log_file}")
     return "\n".join(lines)
+
+
+def metric_text(name: str, value: Optional[float]) -> str:
+    """A metric as the summary and the report print it: a count (TFMA's example_count, weighted_example_count) as
+    the whole number it is, anything else to four decimals."""
+    if value is None:
+        return "-"
+    if name.endswith("_count") and float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4f}"
 
 
 def push_outcome(summary: RunSummary) -> str:
