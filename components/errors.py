@@ -83,3 +83,8 @@ class VertexStateMismatch(ComponentError, RuntimeError):
 class CanaryUnobserved(ComponentError):
     """A canary check's source can't show both tracks over the window yet (too few scrapes, no series): the check
     waits, saying why; nothing moves."""
+
+
+class EvaluationInputError(ComponentError, ValueError):
+    """The Evaluator can't score the trivial model on the rows it evaluates (no rows, no labels, a label TFMA's
+    metric is undefined for, no Transform output to read them from); the message names the split and the label."""

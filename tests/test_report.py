@@ -19,7 +19,7 @@ from pipeline.local.runner import run_local
 from pipeline.runs.history import Row, format_history, history
 from pipeline.runs.history_page import history_figure
 from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir
-from pipeline.runs.summary import ACCURACY, format_summary, summarize
+from pipeline.runs.summary import ACCURACY, format_summary, main_result, summarize, why_not_blessed
 from tests.bad_inputs import write_case
 from tests.conftest import CONFIG
 
@@ -79,9 +79,12 @@ def test_report_shows_what_the_run_recorded(report):
     assert "<td>species</td><td>label</td><td>multiclass</td><td>from the config</td>" in columns
     assert "<td>island</td><td>categorical</td>" in columns and "<td>year</td><td>ignored</td>" in columns
     evaluation = _section(page, "evaluation")
-    assert f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>" in evaluation
+    # On the test split, beside the trivial model, against the configured bound (stricter than the trivial model's).
+    assert f"On the <b>test</b> split ({summary.metrics['example_count']:.0f} rows)" in evaluation
+    bound = config.evaluator.lower_bound
+    assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td><td>&ndash;</td>"
+            f"<td>{summary.trivial_metric:.4f}</td><td>lower bound {bound:.6g}</td>") in evaluation
     assert f"<td>example_count</td><td>{summary.metrics['example_count']:.0f}</td>" in evaluation  # a count
-    assert f"&ge; {config.evaluator.lower_bound:.4g}" in evaluation
     assert "<b>Blessed</b>" in evaluation and "no model was serving yet" in evaluation
     assert summary.pushed_path in evaluation
     assert summary.snapshot_digest and summary.snapshot_digest in _section(page, "snapshot")
@@ -148,8 +151,10 @@ def test_a_rejected_candidate_shows_baseline_numbers_and_why(rejected_run, safet
     assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>"
             f"<td>{safety_run.summary.metrics[ACCURACY]:.4f}</td>") in evaluation
     assert "<b>Not blessed</b>" in evaluation and "Pushed by this run: nothing, not blessed" in evaluation
-    assert summary.validation_failures
-    assert all(html.escape(f) in evaluation for f in summary.validation_failures)
+    reasons = why_not_blessed(summary, main_result(summary))
+    assert summary.validation_failures and reasons
+    assert reasons[0].startswith(f"test accuracy {summary.metrics[ACCURACY]:.4f} is ")
+    assert all(f"<li>{html.escape(f)}</li>" in evaluation for f in reasons)
 
 
 def _said(page: str, key: str) -> str:
@@ -225,9 +230,9 @@ def test_history_plot_labels_its_axis_with_the_metric_and_marks_blocked_runs():
 
     fig = history_figure([row(0.95, pushed="1"), row(None, stopped_by="DataGate"), row(0.94)], "rmse")
     [ax] = fig.axes
-    assert ax.get_ylabel() == "eval rmse"
+    assert ax.get_ylabel() == "test rmse"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "eval rmse", "pushed", "nothing new / not blessed", "blocked by a gate (no metric)"]
+        "test rmse", "pushed", "nothing new / not blessed", "blocked by a gate (no metric)"]
     fig = history_figure([row(0.95, pushed="1")], "accuracy")
     assert "blocked by a gate (no metric)" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
 
