@@ -119,7 +119,16 @@ def _predicted(task: str, model, x: pd.DataFrame) -> np.ndarray:
 
 
 def fit_and_score(prepared: Prepared) -> dict:
-    """Both baselines fit on the pipeline's rows and scored on the held-out rows: {name: {metric, seconds}}."""
+    """Both baselines fit on the pipeline's rows and scored on the held-out rows: {name: {metric, seconds}}.
+    One thread: on this 2-core machine shared with other work, OpenMP's spinning threads made HistGradientBoosting
+    5 to 10 times slower (hpc_data: 20 to 44 s against 2 to 4 s), for the same scores."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        return _fit_and_score(prepared)
+
+
+def _fit_and_score(prepared: Prepared) -> dict:
     table = prepared.table
     train, heldout = prepared.frames()
     names = feature_columns(prepared, train)

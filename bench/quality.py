@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import time
@@ -34,7 +35,8 @@ DEFAULT_CACHE = REPO_ROOT / "output" / "bench-quality-cache"
 _PREDICTED = {"binary": "probability", "multiclass": "class_name", "regression": "prediction"}
 # The run summary ends where it lists paths; the snapshot's digest is no verdict.
 _SUMMARY_END = "artifacts:"
-_NOT_SAID = ("data snapshot:",)
+_NOT_SAID = ("data snapshot:", "  serving labels now:")
+_PUSHED_PATH = re.compile(r"^pushed: \S+ \(version (\w+)\)$")
 
 
 def bench_quality(out: Path, tables: list[Table], overrides: list[str] = (), cache: Path = DEFAULT_CACHE,
@@ -118,6 +120,9 @@ def score_pushed(prepared: Prepared, config_file: Path, overrides: list[str], su
     start = time.perf_counter()
     counts = predict(config, str(prepared.heldout_csv), str(out), version=int(summary.pushed_version))
     seconds = time.perf_counter() - start
+    if not counts["scored"]:
+        raise RuntimeError(f"{table.name}: predict scored none of the {counts['rows']} held-out rows; why, by line: "
+                           f"{counts['rejects']}")
     predicted = pd.read_csv(Path(counts["outputs"][0]), low_memory=False)
     heldout = pd.read_csv(prepared.heldout_csv, usecols=[ROW_KEY, table.label], low_memory=False)
     joined = heldout.merge(predicted[[ROW_KEY, _PREDICTED[table.task]]], on=ROW_KEY, how="inner")
@@ -143,7 +148,8 @@ def said(log: str) -> list[str]:
         elif not (in_components and line.startswith("  ")):
             in_components = False
             if line.strip() and not line.startswith(_NOT_SAID):
-                out.append(line.rstrip())
+                # The pushed version's path is the run's temporary root: the version says it.
+                out.append(_PUSHED_PATH.sub(r"pushed: version \1", line.rstrip()))
     return out
 
 
