@@ -270,8 +270,10 @@ def test_multi_worker_stops_together_resumes_agrees_and_only_chief_exports(data,
 
 
 def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
-    # Long enough that the signal, sent at the first checkpoint, lands mid-run.
-    settings = dict(train_steps=2000, eval_every_steps=500, checkpoint_every_steps=50)
+    # The pass budget (planned from the rows, stopped early, the rate halved on plateaus: all of it in the
+    # checkpoint), long enough that the signal, sent at the first checkpoint, lands mid-run. The multi-worker test
+    # above resumes a step budget.
+    settings = dict(train_steps=None, global_batch_size=None, eval_every_steps=None, checkpoint_every_steps=50)
     reference = write_job(tmp_path / "reference", data, **settings)
     interrupted = write_job(tmp_path / "interrupted", data, **settings)
     reference_proc = start(reference)
@@ -280,17 +282,18 @@ def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
     proc.send_signal(signal.SIGTERM)
     finish(proc, expect=EXIT_PREEMPTED)
     stopped = result(interrupted)
-    assert stopped["preempted"] and 50 <= stopped["step"] < 2000
+    assert stopped["preempted"] and stopped["stop"] == "preempted" and 50 <= stopped["step"]
     assert (tmp_path / "interrupted" / "checkpoints" / f"ckpt-{stopped['step']}.index").is_file()
 
     finish(start(interrupted))
     resumed = result(interrupted)
     finish(reference_proc)
     expected = result(reference)
-    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 2000
+    assert expected["budget"]["by_passes"] and expected["stop"] == "early" and stopped["step"] < expected["step"]
+    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == expected["step"]
     assert resumed["weights_sha256"] == expected["weights_sha256"]
     assert resumed["history"][-1] == expected["history"][-1]
-    assert resumed["exported"] == expected["exported"]
+    assert resumed["exported"] == expected["exported"] and resumed["budget"] == expected["budget"]
 
 
 @pytest.mark.parametrize("policy, hlo_type", [
