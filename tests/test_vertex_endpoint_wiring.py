@@ -163,20 +163,18 @@ def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
         load_config(CONFIG, sets)
 
 
-def _counted(metric: str, model: str, value, end: float) -> dict:
-    """One Cloud Monitoring series of the endpoint with a single one-minute point ending at `end`."""
-    from components.serving.canary_monitoring import DEPLOYED_MODEL, LATENCIES
+def _counted(model: str, answered: int, failed: int, latency_ms: float, end: float) -> list:
+    """A deployed model's Cloud Monitoring series on the endpoint, each a single one-minute point ending at `end`:
+    its responses by status class and its total latency (what the check reads)."""
+    from components.serving.canary_monitoring import DEPLOYED_MODEL, LATENCIES, RESPONSE_CODE, RESPONSE_COUNT
+    from tests.fake_monitoring import series
 
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end))
-    start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end - 60))
-    latency = metric == LATENCIES
-    return {"metric": {"type": metric, "labels": {DEPLOYED_MODEL: model}},
-            "resource": {"type": "aiplatform.googleapis.com/Endpoint",
-                         "labels": {"endpoint_id": ENDPOINT.rsplit("/", 1)[-1], "location": "us-central1"}},
-            "metricKind": "DELTA", "valueType": "DISTRIBUTION" if latency else "INT64",
-            "points": [{"interval": {"startTime": start, "endTime": stamp},
-                        "value": {"distributionValue": {"count": str(value[0]), "mean": value[1]}} if latency
-                        else {"int64Value": str(value)}}]}
+    def one(metric, value, **labels):
+        return series(metric, {DEPLOYED_MODEL: model, **labels}, [(end, value)], ENDPOINT.rsplit("/", 1)[-1],
+                      "us-central1", "my-project")
+    return [one(RESPONSE_COUNT, answered, **{RESPONSE_CODE: "2xx"}),
+            one(RESPONSE_COUNT, failed, **{RESPONSE_CODE: "5xx"}),
+            one(LATENCIES, (answered + failed, latency_ms), latency_type="total")]
 
 
 @pytest.fixture
@@ -193,19 +191,13 @@ def _failing_challenger_out(root, fake, monitoring):
     """Two canary pushes on the endpoint stand-in, and Cloud Monitoring series in which the challenger (version 2)
     fails 10 of 50 requests against none of the champion's 100. Returns the --set list, the target and the
     champion's deployed model id."""
-    from components.serving.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
-
     sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={monitoring.address}",
                  "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
     base, target = _two_canary_pushes(root, sets)
     record = ve.status(target, base)
     champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))
     end = rollout.canary_since(base) + 1  # inside the window: after the challenger went out, before the check
-    monitoring.series[target.project] = [
-        _counted(PREDICTION_COUNT, champion, 100, end), _counted(ERROR_COUNT, champion, 0, end),
-        _counted(LATENCIES, champion, (100, 5.0), end),
-        _counted(PREDICTION_COUNT, challenger, 40, end), _counted(ERROR_COUNT, challenger, 10, end),
-        _counted(LATENCIES, challenger, (50, 5.0), end)]
+    monitoring.series[target.project] = [*_counted(champion, 100, 0, 5.0, end), *_counted(challenger, 40, 10, 5.0, end)]
     time.sleep(max(0.0, end + 1 - time.time()))
     return sets, target, champion
 
@@ -217,7 +209,7 @@ def _rolled_back(fake, target, base, champion) -> bool:
 
 def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failing_challenger_back(tmp_path, fake,
                                                                                                   monitoring, capsys):
-    from components.serving.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
+    from components.serving.canary_monitoring import LATENCIES, RESPONSE_COUNT
     from pipeline.cli import main
 
     root = tmp_path / "root"
@@ -231,7 +223,7 @@ def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failin
     assert "rollback canary 2" in out and "20.00%" in out, out
     assert _rolled_back(fake, target, str(root / "serving_model" / NAME), champion)
     asked = {r.filter.split('"')[1] for r in monitoring.requests}
-    assert asked == {PREDICTION_COUNT, ERROR_COUNT, LATENCIES}
+    assert asked == {RESPONSE_COUNT, LATENCIES}
 
 
 def test_the_runs_first_step_decides_on_the_endpoint_too(tmp_path, fake, monitoring, caplog):

@@ -121,11 +121,24 @@ def rolled_back_to(base: str, to: Optional[int] = None, gcs_client=None,
 
 
 def canary_since(base: str, gcs_client=None) -> float:
-    """When the canary out now went out (unix seconds): the label move that made it canary; 0 when the history
-    does not say (a config written by hand)."""
+    """When the canary out now went out (unix seconds): the label move that made it canary; without one in the
+    history (a config written by hand, a history lost), the push its training record gives. RolloutError when
+    neither says: a window from the epoch is no window (Cloud Monitoring refuses one over 104 weeks)."""
     canary = labels(base, gcs_client).canary
     pushed = [e for e in events(base, gcs_client) if e.canary == canary and e.before_canary != canary]
-    return float(calendar.timegm(time.strptime(pushed[-1].when, "%Y-%m-%dT%H:%M:%SZ"))) if pushed else 0.0
+    if pushed:
+        return _seconds(pushed[-1].when)
+    from components import training_record  # it imports TFX, which nothing else here needs
+
+    record = training_record.read(base, str(canary), gcs_client) if canary is not None else None
+    if record is None or not record.written:
+        raise RolloutError(f"canary {canary} in {base}: neither the label history ({EVENTS_DIR}/) nor its training "
+                           "record says when it went out; nothing decided")
+    return _seconds(record.written)
+
+
+def _seconds(utc: str) -> float:
+    return float(calendar.timegm(time.strptime(utc, "%Y-%m-%dT%H:%M:%SZ")))
 
 
 def previous_stable(base: str, stable: Optional[int], gcs_client=None) -> Optional[int]:
