@@ -130,7 +130,8 @@ class PushExecutor(tfx_pusher_executor.Executor):
         if settings is not None and settings.vertex_endpoint:  # serving.target vertex_endpoint (before the labels)
             model_push.set_string_custom_property(VERTEX, _to_endpoint(settings, base, serving_path, version, run))
         if settings is not None:  # TF Serving's model config: the version under stable or canary (serving.rollout)
-            moved = rollout.after_push(base, settings.model_name, version, settings.rollout, run)
+            moved = rollout.after_push(base, settings.model_name, version, settings.rollout, run,
+                                       reload=rollout.Reload(settings.model_config_poll_seconds))
             logging.info("serving labels: %s", moved.describe())
             model_push.set_string_custom_property(LABELS, f"stable {moved.stable}" + (
                 f", canary {moved.canary}" if moved.canary is not None else ""))

@@ -27,6 +27,7 @@ class GateSettings:
     drop_features: tuple[str, ...] = ()  # what clients don't send: the label, ignored columns
     split: str = "eval"
     rollout: str = "direct"          # direct | canary (components/serving/rollout.py)
+    model_config_poll_seconds: float = 0.0  # rollout.Reload: the poll of the servers reading models.config
     # components/serving/vertex_endpoint.py Target's fields; None: TF Serving only
     vertex_endpoint: Optional[dict] = None
 

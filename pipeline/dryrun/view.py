@@ -47,7 +47,8 @@ def endpoint_stand_in(config: Config, local_dir: Path, stream: Optional[TextIO] 
 @contextlib.contextmanager
 def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Config]:
     """`config` as the dry run on `local_dir` ran it: pipeline.root mapped into its bucket, the GCS emulator
-    that keeps its models.config and claims in this process's environment, the endpoint at its stand-in."""
+    that keeps its models.config and claims in this process's environment, the endpoint at its stand-in, and no
+    model server reading models.config."""
     bucket = BucketMap(resolve(str(local_dir)))
     if not bucket.root.is_dir():
         raise ConfigError(f"--dryrun-dir {local_dir}: no dry run's bucket at {bucket.root}; run "
@@ -56,6 +57,9 @@ def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Confi
             endpoint_stand_in(config, bucket.root.parent) as config:
         saved = {name: os.environ.get(name) for name in env}
         os.environ.update(env)
+        # No model server reads a dry run's bucket: a label move need not wait for one's poll (rollout.Reload).
+        config = config.model_copy(update={"serving": config.serving.model_copy(
+            update={"model_config_poll_seconds": 0.0})})
         try:
             yield local_view(config, bucket)
         finally:

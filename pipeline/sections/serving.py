@@ -154,6 +154,12 @@ class ServingSection(Section):
     # The probe process as a whole: importing TensorFlow, loading the model, both passes.
     gate_timeout_seconds: float = Field(300.0, gt=0)
     check: CheckSection = CheckSection()
+    # The poll interval of the model servers that read models.config, the file with the labels (TF Serving's
+    # --model_config_file_poll_wait_seconds): a label moved onto a version they have not loaded is then two writes
+    # this far apart (list the version, then move the label: TF Serving applies labels before it loads,
+    # components/serving/model_config.py onto_unloaded). 0: no server reads models.config; the ones infra/serving
+    # runs read the label-free track files (stable.config, canary.config).
+    model_config_poll_seconds: float = Field(0.0, ge=0, le=3600)
     # tf_serving: the serving dir and its model config files alone. vertex_endpoint: also each pushed version to the
     # Model Registry and the endpoint below (components/serving/vertex_endpoint.py).
     target: Literal["tf_serving", "vertex_endpoint"] = "tf_serving"
@@ -176,4 +182,5 @@ class ServingSection(Section):
         return GateSettings(model_name=model_name, warmup_requests=self.warmup_requests,
                             max_latency_ms=self.max_latency_ms, timeout_seconds=self.gate_timeout_seconds,
                             drop_features=drop_features, rollout=self.rollout,
+                            model_config_poll_seconds=self.model_config_poll_seconds,
                             vertex_endpoint=self.endpoint_target(vertex, model_name))
