@@ -144,8 +144,11 @@ def _to_endpoint(settings: serving_gate.GateSettings, base: str, serving_path: s
     direct rollout at 100% and promoted at once. The TF Serving labels follow in the same push (after_push)."""
     target = vertex_endpoint.Target(**settings.vertex_endpoint)
     model_version_id = vertex_endpoint.upload_version(target, serving_path, version)
+    stable = rollout.before_push(base, version).stable  # the champion, on an endpoint new to this serving dir
     record = vertex_endpoint.deploy_canary(target, base, version, model_version_id, run,
-                                           share=100 if settings.rollout == rollout.DIRECT else None)
+                                           share=100 if settings.rollout == rollout.DIRECT else None,
+                                           stable=None if stable is None else (stable,
+                                                                               serving_dir.version_path(base, stable)))
     logging.info("vertex endpoint %s: %s", target.endpoint, vertex_endpoint.describe(record))
     return vertex_endpoint.describe(record)
 

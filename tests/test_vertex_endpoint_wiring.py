@@ -89,6 +89,38 @@ def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_
     assert rollout.labels(str(base)) == Labels(v1, v2)  # the TF Serving labels follow: stable = champion
 
 
+def test_turning_the_target_on_for_a_serving_dir_that_served_deploys_its_stable_as_champion_first(
+        tmp_path, fake, gcs_bucket, gcs_emulator, monkeypatch):
+    """The first push to an endpoint of a serving dir whose labels serve a stable version: that version is uploaded
+    and deployed as champion, then the new one as challenger at the canary's share. It used to deploy the new
+    version alone at 100% while the labels made it the canary, and every later command refused the disagreement."""
+    from components.gcs import MOUNT_ENV
+    from components.serving import serving_gate
+    from tests import serving_models
+    from tests.test_rollout import _version
+
+    monkeypatch.setenv(MOUNT_ENV, str(tmp_path / "gcs"))
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.url)
+    config = load_config(CONFIG, _sets(tmp_path / "root", fake.url, "serving.rollout=canary"))
+    target = config.serving.endpoint_target(config.vertex, NAME)
+    base = tmp_path / "gcs" / gcs_bucket.name / "serving"
+    _version(base, 1)
+    rollout.after_push(str(base), NAME, 1, "canary", "run-1")  # served under TF Serving alone: stable 1
+    settings = serving_gate.GateSettings(model_name=NAME, warmup_requests=2, rollout="canary", vertex_endpoint=target)
+    pushed = serving_models.push(tmp_path, serving_models.save_model(tmp_path / "b", 0.7),
+                                 serving_models.eval_split(tmp_path / "examples"), base, "b", settings)
+    v2 = int(pushed.get_string_custom_property("pushed_version"))
+    assert rollout.labels(str(base)) == Labels(1, v2)
+    record = ve.agreeing(ve.Target(**target), str(base), rollout.labels(str(base)))  # no disagreement
+    champion, challenger = record.served(ve.CHAMPION), record.served(ve.CHALLENGER)
+    assert (champion.version, challenger.version) == (1, v2)
+    assert record.split == {champion.deployed_model_id: 90, challenger.deployed_model_id: 10}
+    uploads = [b["model"]["artifactUri"] for m, p, b in fake.requests if p.endswith("models:upload")]
+    assert sorted(uploads) == [f"gs://{gcs_bucket.name}/serving/1", f"gs://{gcs_bucket.name}/serving/{v2}"]
+    version = fake.models[ve.Target(**target).model]["versions"][champion.model_version_id]
+    assert {"champion", "default"} <= set(version["versionAliases"])
+
+
 def _two_canary_pushes(root, sets) -> tuple[str, ve.Target]:
     """What two canary pushes leave on the endpoint stand-in and in the serving dir (the Pusher's own test above
     pushes real models): version 1 champion and stable, version 2 challenger and canary."""

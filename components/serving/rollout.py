@@ -94,12 +94,7 @@ def after_push(base: str, model_name: str, version: int, rollout: str, run: str,
                reload: Reload = NO_SERVER) -> Event:
     """Label a version just published: direct, it is stable (a canary out is dropped); canary, it is the canary
     (replacing one out) while stable keeps serving, unless nothing is stable yet."""
-    written = model_config.read(base, gcs_client)
-    if written is not None:
-        current = written.labels
-    else:  # a root from before model configs: what served until this version appeared, the highest before it
-        older = [v.number for v in serving_dir.versions(base, gcs_client) if v.number < version]
-        current = Labels(max(older) if older else None)
+    current = before_push(base, version, gcs_client)
     if rollout == CANARY and current.stable is not None and current.stable != version:
         return _move(base, model_name, "push", Labels(current.stable, version), run, "as canary", gcs_client, current,
                      reload)
@@ -107,6 +102,16 @@ def after_push(base: str, model_name: str, version: int, rollout: str, run: str,
         raise RolloutError(f"serving.rollout {rollout!r}: expected {DIRECT} or {CANARY}")
     return _move(base, model_name, "push", Labels(version), run,
                  "direct" if rollout == DIRECT else "first version: stable", gcs_client, current, reload)
+
+
+def before_push(base: str, version: int, gcs_client=None) -> Labels:
+    """The labels a push of `version` (just published) starts from: models.config's; on a root from before model
+    configs, what served until this version appeared, the highest before it, as stable."""
+    written = model_config.read(base, gcs_client)
+    if written is not None:
+        return written.labels
+    older = [v.number for v in serving_dir.versions(base, gcs_client) if v.number < version]
+    return Labels(max(older) if older else None)
 
 
 def promote(base: str, model_name: str, by: str, gcs_client=None, why: str = "", reload: Reload = NO_SERVER) -> Event:
