@@ -36,7 +36,9 @@ def _uploaded(target, number):
 
 def _sets(root, fake_url, *extra):
     return [f"pipeline.root={root}", "serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
-            "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={fake_url}", *extra]
+            "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={fake_url}",
+            # No prebuilt image runs TF 2.16 (docs/serving.md); the stand-in loads no model, so nothing is at risk.
+            "serving.vertex_endpoint.accept_older_image_tf=true", *extra]
 
 
 @pytest.mark.parametrize("bad, field", [
@@ -54,6 +56,33 @@ def test_the_section_refuses_bad_values_naming_the_field(tmp_path, bad, field):
         load_config(CONFIG, _sets(tmp_path, "http://127.0.0.1:1", bad))
 
 
+def test_an_image_whose_tensorflow_is_older_than_the_exporters_is_refused_unless_accepted(tmp_path):
+    """Vertex's newest prebuilt TensorFlow prediction image runs 2.15; our models are exported by 2.16, and the gate
+    can load them under 2.16 only (fail closed: the config refuses, and so does the gate for a spec that got past)."""
+    from components.serving import serving_gate
+
+    sets = [s for s in _sets(tmp_path, "http://127.0.0.1:1") if "accept_older_image_tf" not in s]
+    with pytest.raises(ConfigError, match=r"tf2-cpu.2-15:latest runs TensorFlow 2.15, older than the 2.16 .*"
+                                          "accept_older_image_tf: true"):
+        load_config(CONFIG, sets)
+    config = load_config(CONFIG, [*sets, "serving.vertex_endpoint.accept_older_image_tf=true"])
+    target = config.serving.endpoint_target(config.vertex, NAME)
+    refused = serving_gate.check(str(tmp_path), serving_gate.GateSettings(
+        model_name=NAME, vertex_endpoint={**target, "accept_older_image_tf": False}))
+    assert not refused.ok and "older than the 2.16" in refused.reason and "accept_older_image_tf is false" in \
+        refused.reason
+
+
+@pytest.mark.parametrize("region, registry", [("us-central1", "us"), ("europe-west4", "europe"),
+                                              ("asia-northeast1", "asia"), ("me-west1", "europe")])
+def test_the_default_prediction_image_is_in_the_registry_nearest_the_endpoints_region(tmp_path, region, registry):
+    endpoint = f"projects/my-project/locations/{region}/endpoints/42"
+    config = load_config(CONFIG, [*_sets(tmp_path, "http://127.0.0.1:1"),
+                                  f"serving.vertex_endpoint.endpoint={endpoint}"])
+    image = config.serving.endpoint_target(config.vertex, NAME)["image_uri"]
+    assert image == f"{registry}-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+
+
 def test_target_vertex_endpoint_needs_its_section():
     with pytest.raises(ConfigError, match="needs a serving.vertex_endpoint section"):
         load_config(CONFIG, ["serving.target=vertex_endpoint"])
@@ -61,7 +90,7 @@ def test_target_vertex_endpoint_needs_its_section():
 
 def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_bucket, gcs_emulator, monkeypatch):
     from components.gcs import MOUNT_ENV
-    from components.pusher import VERTEX
+    from components.pusher import GATE, VERTEX
     from components.serving import serving_gate
     from tests import serving_models
 
@@ -79,6 +108,7 @@ def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_
                                  settings)
     v1, v2 = (int(p.get_string_custom_property("pushed_version")) for p in (first, second))
     assert "champion: version" in first.get_string_custom_property(VERTEX)
+    assert "the endpoint's image was not checked" in first.get_string_custom_property(GATE)
     assert "10%" in second.get_string_custom_property(VERTEX)
     record = ve.status(ve.Target(**target), str(base))
     assert (record.served(ve.CHAMPION).version, record.served(ve.CHALLENGER).version) == (v1, v2)
@@ -280,6 +310,7 @@ def test_a_dry_run_refuses_the_first_step_on_an_endpoint_without_a_monitoring_st
 
     config = load_config("configs/vertex.yaml", ["serving.target=vertex_endpoint", "serving.check.before_run=true",
                                                  "serving.vertex_endpoint.endpoint=42",
-                                                 "serving.vertex_endpoint.model_id=penguin"])
+                                                 "serving.vertex_endpoint.model_id=penguin",
+                                                 "serving.vertex_endpoint.accept_older_image_tf=true"])
     with pytest.raises(ConfigError, match="Cloud Monitoring"):
         dry_run(config, tmp_path / "dryrun")

@@ -31,6 +31,7 @@ class Target:
     model_id: str          # the registry model's id: projects/P/locations/R/models/<model_id>
     display_name: str
     image_uri: str         # Vertex's prebuilt TensorFlow prediction container
+    accept_older_image_tf: bool = False  # pushed although its TensorFlow is older than the exporter's (unchecked)
     machine_type: str = "n1-standard-2"
     canary_percent: int = 10
     min_replicas: int = 1
