@@ -11,6 +11,7 @@ import yaml
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
+from pipeline.kubeflow.compile import load_spec
 from tests.fake_kfp import FakeKfp
 from tests.kubeflow_support import BUCKET, KUBEFLOW_YAML, compiled_package
 
@@ -52,8 +53,12 @@ def test_submit_sends_a_run_of_the_compiled_spec(kfp, capsys):
     assert code == EXIT_OK, err
     [run_] = fake.runs.values()
     assert f"submitted run {run_['run_id']} (experiment penguin-tpu, namespace kubeflow)" in out
-    # What we compiled, per-task caching options included, is what the server got.
-    assert _spec(run_["pipeline_spec"]) == _spec(yaml.safe_load(compiled_package().read_text()))
+    # What we compiled, per-task caching options included, is what the server got, with its platform spec (the pod
+    # label for the API token, pipeline/kubeflow/compile.py) as kfp.Client sends one: {pipeline_spec, platform_spec}.
+    from pipeline.kubeflow.compile import load_platform_spec
+
+    assert _spec(run_["pipeline_spec"]["pipeline_spec"]) == _spec(load_spec(compiled_package()))
+    assert run_["pipeline_spec"]["platform_spec"] == load_platform_spec(compiled_package()) == fake.platform_specs[0]
     assert run_["runtime_config"]["pipeline_root"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
     assert run_["service_account"] == "penguin-pipeline"
     assert run_["display_name"].startswith("penguin-tpu-")
@@ -77,7 +82,7 @@ def test_submit_wait_follows_the_run_to_its_end(kfp, capsys):
 def test_the_server_refuses_a_spec_that_is_not_2_1(kfp, capsys, tmp_path):
     """Why compile.py asks TFX for pipeline spec 2.1.0: the Vertex form (2.0.0) is refused."""
     fake, args, _ = kfp
-    spec = yaml.safe_load(compiled_package().read_text())
+    spec = next(yaml.safe_load_all(compiled_package().read_text()))
     old = tmp_path / "old.yaml"
     old.write_text(yaml.safe_dump({**spec, "schemaVersion": "2.0.0"}))
     code, _, err = run(capsys, "submit", *args, "--spec", str(old))
@@ -99,7 +104,7 @@ def test_schedule_create_list_pause_resume_delete(kfp, capsys):
     assert job["trigger"]["cron_schedule"]["start_time"] == "2027-01-04T02:00:00Z"
     assert (job["mode"], job["max_concurrency"], job["no_catchup"]) == ("ENABLE", "2", True)
     assert fake.sent("POST", "/recurringruns$")[0].body["max_concurrency"] == 2
-    assert _spec(job["pipeline_spec"]) == _spec(yaml.safe_load(compiled_package().read_text()))
+    assert _spec(job["pipeline_spec"]["pipeline_spec"]) == _spec(load_spec(compiled_package()))
     assert job["runtime_config"]["pipeline_root"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
 
     def listed() -> str:

@@ -121,5 +121,11 @@ class KubeflowSection(Section):
             raise ValueError("set one of kubeflow.token_file and kubeflow.token_env, not both")
         return self
 
+    @property
+    def multi_user(self) -> bool:
+        """Runs go to a profile namespace of multi-user Kubeflow: any namespace but standalone KFP's `kubeflow`
+        (preflight fails a multi-user server left at `kubeflow`)."""
+        return self.namespace != "kubeflow"
+
     def experiment_name(self, pipeline_name: str) -> str:
         return self.experiment or pipeline_name
