@@ -12,6 +12,7 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
 from pipeline.kubeflow.compile import load_spec
+from tests.fake_google_apis import FakeGoogleApis
 from tests.fake_kfp import FakeKfp
 from tests.kubeflow_support import BUCKET, KUBEFLOW_YAML, compiled_package
 
@@ -258,6 +259,52 @@ def test_preflight_checks_the_api_server_bucket_and_image(kfp, capsys, monkeypat
         monkeypatch.setenv("KFP_TOKEN", "wrong")
         code, out, _ = run(capsys, "preflight", *checks)
         assert code == EXIT_FAILED and f"FAIL KFP API {host}" in out and "not authenticated (401)" in out
+    finally:
+        google.stop()
+
+
+def test_preflight_names_what_the_pods_account_may_not_do_for_each_enabled_option(kfp, capsys):
+    """The pods' Google account (kubeflow.google_service_account), asked of Policy Troubleshooter as for Vertex: the
+    bucket, the notify topic, the Vertex endpoint and Cloud Monitoring. An option turned on without its grant
+    (infra/kubeflow's variable left off) used to surface mid-run as PERMISSION_DENIED: a lost notification, a
+    version published but not deployed, a first step that fails."""
+    from pipeline.cloud import images
+    from tests.fake_google_apis import Project
+
+    fake, args, _ = kfp
+    account = "penguin-kfp-pipeline@my-gcp-project.iam.gserviceaccount.com"
+    topic = "projects/my-gcp-project/topics/penguin-pipeline-runs"
+    project = "//cloudresourcemanager.googleapis.com/projects/my-gcp-project"
+    options = [f"notify.pubsub_topic={topic}", "serving.target=vertex_endpoint", "serving.check.before_run=true",
+               "serving.vertex_endpoint.endpoint=projects/my-gcp-project/locations/us-central1/endpoints/42",
+               "serving.vertex_endpoint.model_id=penguin", "serving.vertex_endpoint.accept_older_image_tf=true"]
+    checks = [a for a in args if a != "--skip-preflight"] + [x for o in options for x in ("--set", o)]
+    image = images.parse(load_config(KUBEFLOW_YAML).kubeflow.pipeline_image)
+    # As infra/kubeflow grants it with every option's variable on (tests/test_kubeflow_infra.py holds the module
+    # to these): objectUser on the bucket, the topic's publisher, aiplatform.user, the metrics reader.
+    granted = {(account, "storage.objects.create", f"//storage.googleapis.com/projects/_/buckets/{BUCKET}/objects/"),
+               (account, "pubsub.topics.publish", f"//pubsub.googleapis.com/{topic}"),
+               (account, "aiplatform.models.upload", project), (account, "aiplatform.endpoints.deploy", project),
+               (account, "monitoring.timeSeries.list", project)}
+    google = FakeGoogleApis(Project(
+        project=image.project, enabled_apis={"storage.googleapis.com", "artifactregistry.googleapis.com",
+                                             "policytroubleshooter.googleapis.com"},
+        buckets={BUCKET: "US-CENTRAL1"}, caller={"storage.buckets.get"}, accounts={account}, grants=granted,
+        images={image.api_path}, subnetworks={}, quotas={}))
+    checks += ["--preflight-endpoint", google.start()]
+    try:
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_OK and "?    the pods' Google service account: not checked" in out
+        assert "the run needs pubsub.topics.publish to publish each run's outcome" in out
+        checks += ["--set", f"kubeflow.google_service_account={account}"]
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_OK and f"ok   {account} (kubeflow.google_service_account): may write step outputs" in out
+        google.p.grants.discard((account, "pubsub.topics.publish", f"//pubsub.googleapis.com/{topic}"))
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_FAILED
+        assert (f"FAIL {account} (kubeflow.google_service_account): may not publish each run's outcome "
+                "(notify.pubsub_topic) (pubsub.topics.publish); fix: grant roles/pubsub.publisher on the topic "
+                "(infra/kubeflow's `terraform apply` with the variable of each enabled option does)") in out, out
     finally:
         google.stop()
 
