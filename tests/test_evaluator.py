@@ -1,8 +1,10 @@
-"""components/evaluation/evaluator.py: TFMA's eager Keras metric updates run without autograph conversion."""
+"""components/evaluation/evaluator.py: TFMA's eager Keras metric updates run without autograph conversion, and the
+Evaluator evaluates and blesses on the test split."""
 
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 import tensorflow as tf
@@ -10,6 +12,7 @@ import tf_keras
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 
 from components.evaluation.evaluator import BASELINE, CUSTOM_EXTRACTORS, EagerMetricsEvaluator, Executor
+from components.evaluation.trivial import TRANSFORMED_EXAMPLES
 
 
 class _WhereItRuns(tf_keras.metrics.Metric):
@@ -56,8 +59,13 @@ def test_executor_runs_tfx_evaluator_with_metric_updates_unconverted(monkeypatch
 
 
 def test_component_keeps_the_evaluator_interface_with_this_executor():
+    """TFX's Evaluator spec, parameters and outputs, plus one input: Transform's output, the trivial model's labels."""
+    tfx_spec = tfx_evaluator_executor.standard_component_specs.EvaluatorSpec
     assert EagerMetricsEvaluator.EXECUTOR_SPEC.executor_class is Executor
-    assert EagerMetricsEvaluator.SPEC_CLASS is tfx_evaluator_executor.standard_component_specs.EvaluatorSpec
+    assert issubclass(EagerMetricsEvaluator.SPEC_CLASS, tfx_spec)
+    assert EagerMetricsEvaluator.SPEC_CLASS.PARAMETERS == tfx_spec.PARAMETERS
+    assert EagerMetricsEvaluator.SPEC_CLASS.OUTPUTS == tfx_spec.OUTPUTS
+    assert set(EagerMetricsEvaluator.SPEC_CLASS.INPUTS) - set(tfx_spec.INPUTS) == {TRANSFORMED_EXAMPLES}
 
 
 def _metrics_records(evaluation_uri: str) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -146,3 +154,35 @@ def test_features_are_kept_when_a_slice_or_a_query_key_reads_them():
     crossed.CopyFrom(shipped)
     crossed.cross_slicing_specs.append(tfma.CrossSlicingSpec(baseline_spec=tfma.SlicingSpec()))
     assert not features_unused(crossed)
+
+
+def test_it_blesses_on_the_test_split_and_scores_the_trivial_model_on_the_same_rows(pipeline_run):
+    """The shared run's evaluation: on the test split, which the Trainer's eval split does not overlap; its row
+    count is the test split's; the trivial model's accuracy is the train split's most frequent species' share of
+    the test rows, counted here from ExampleGen's raw rows; Transform transformed the test split too."""
+    from collections import Counter
+
+    from bench import scoring
+    from components.evaluation import trivial
+    from components.splits import EVAL, TEST, TRAIN
+
+    config, summary, console = pipeline_run
+    evaluation = summary.output("Evaluator", "ModelEvaluation")
+    assert evaluation.properties[trivial.SPLIT] == summary.eval_split == TEST
+    root = config.pipeline.pipeline_root
+    rows = {split: scoring.examples(root, split) for split in (TRAIN, EVAL, TEST)}
+    serialized = {split: {r.SerializeToString(deterministic=True) for r in found} for split, found in rows.items()}
+    assert serialized[EVAL] and serialized[TEST] and not serialized[EVAL] & serialized[TEST]
+    assert summary.metrics["example_count"] == len(rows[TEST])
+    species = {split: [scoring.value(r, "species") for r in found] for split, found in rows.items()}
+    [(majority, _)] = Counter(species[TRAIN]).most_common(1)
+    # MLMD's SQLite store keeps 6 significant digits of a double property.
+    assert summary.trivial_metric == pytest.approx(species[TEST].count(majority) / len(rows[TEST]), rel=5e-6)
+    assert not summary.trivial_sets_the_bar  # configs/local.yaml's lower_bound 0.9 is stricter
+    assert summary.metrics["sparse_categorical_accuracy"] > summary.trivial_metric
+    transformed = summary.output("Transform", "Examples")
+    assert sorted(json.loads(transformed.properties["split_names"])) == sorted([TRAIN, EVAL, TEST])
+    # Each number says its split: the exported step's on eval, the Evaluator's on test.
+    assert f"(eval accuracy {summary.exported.value:.4f};" in console
+    assert f"test accuracy: {summary.metrics['sparse_categorical_accuracy']:.4f} (trivial model " in console
+    assert f"test examples: {len(rows[TEST])}" in console

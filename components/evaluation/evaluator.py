@@ -1,6 +1,6 @@
-"""Evaluator whose eager Keras metric updates are not converted by autograph, and
-whose TFMA extractors drop the features before unbatching (components/evaluation/eval_extractors.py).
-(docs/internals.md)"""
+"""Evaluator whose eager Keras metric updates are not converted by autograph, whose TFMA extractors drop the
+features before unbatching (components/evaluation/eval_extractors.py), and whose candidate must beat the trivial
+model on the rows it evaluates (components/evaluation/trivial.py). (docs/internals.md)"""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import tensorflow as tf
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.evaluator.component import Evaluator
-from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.types import component_spec, standard_artifacts, standard_component_specs
+from tfx.utils import json_utils
 
-from components.evaluation import eval_extractors
+from components.evaluation import eval_extractors, trivial
 from components.serving.serving_model import is_empty
 from trainer.tasks import MAIN_METRICS
 
@@ -32,8 +33,12 @@ class Executor(evaluator_executor.Executor):
         if any(is_empty(m) for m in input_dict.get(BASELINE, [])):
             input_dict = {**input_dict, BASELINE: []}
         exec_properties = {**exec_properties, CUSTOM_EXTRACTORS: EXTRACTORS_FN}
+        # Before TFMA: the trivial model's bound on the main metric, so TFMA's blessing already holds it.
+        exec_properties, trivial_model = trivial.score(input_dict, exec_properties)
         tf.autograph.experimental.do_not_convert(super().Do)(input_dict, output_dict, exec_properties)
         evaluation = output_dict.get(standard_component_specs.EVALUATION_KEY)
+        if evaluation:
+            trivial.record(evaluation[0], exec_properties, trivial_model)
         blessing = output_dict.get(standard_component_specs.BLESSING_KEY)
         found = gated_metric(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], evaluation[0].uri) \
             if evaluation and blessing else None
@@ -48,11 +53,10 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
     import tensorflow_model_analysis as tfma
     from google.protobuf import json_format
 
-    config = json_format.Parse(eval_config_json, tfma.EvalConfig())
-    gated = {m.class_name for spec in config.metrics_specs for m in spec.metrics if m.HasField("threshold")}
-    main = next((m for m in MAIN_METRICS.values() if m.tfma_class in gated), None)
-    if main is None:
+    task = trivial.gated_task(json_format.Parse(eval_config_json, tfma.EvalConfig()))
+    if task is None:
         return None
+    main = MAIN_METRICS[task]
     for per_slice in tfma.load_metrics(evaluation_uri):
         if per_slice.slice_key.single_slice_keys:
             continue
@@ -62,5 +66,22 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
     return None
 
 
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    """TFX's, with Transform's output: the labels the trivial model is fitted on (train) and scored on."""
+    INPUTS = {**standard_component_specs.EvaluatorSpec.INPUTS,
+              trivial.TRANSFORMED_EXAMPLES: component_spec.ChannelParameter(type=standard_artifacts.Examples)}
+
+
 class EagerMetricsEvaluator(Evaluator):
+    SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, baseline_model: types.BaseChannel,
+                 transformed_examples: types.BaseChannel, eval_config, example_splits: list[str]):
+        # The parameters TFX's Evaluator.__init__ sets for these arguments, and the one input more.
+        base_beam_component.BaseBeamComponent.__init__(self, spec=EvaluatorSpec(
+            examples=examples, model=model, baseline_model=baseline_model, eval_config=eval_config,
+            fairness_indicator_thresholds=json_utils.dumps(None), example_splits=json_utils.dumps(example_splits),
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            **{trivial.TRANSFORMED_EXAMPLES: transformed_examples}))
