@@ -5,7 +5,10 @@ features.ignore left out).
 The columns, from the training rows: numbers stay numbers (the linear model imputes the median and adds a
 missing indicator, then standardizes); ISO date and timestamp strings become numeric parts (year, month, day of
 week, hour); every other string is a category of its 254 most frequent values plus "other" (HistGradientBoosting
-takes at most 255), one-hot for the linear model. Seeds are fixed. Results are cached beside the prepared table,
+takes at most 255), one-hot for the linear model. The linear model also reads each number with few distinct
+whole values (an hour, a month, a day of the month: at most FEW_VALUES) one-hot beside its value, as a person
+fitting a logistic regression would: on flights that lifts its held-out AUC from 0.662 to 0.710 (churn: 0.833 to 0.885), and a
+weaker yardstick would flatter ours. Seeds are fixed. Results are cached beside the prepared table,
 keyed by it, the ignored columns and this module's version.
 """
 
@@ -24,7 +27,7 @@ import pandas as pd
 from bench import quality_metrics
 from bench.quality_data import Prepared
 
-VERSION = 1  # bump when a change here changes the scores: the cached ones are then refit
+VERSION = 2  # bump when a change here changes the scores: the cached ones are then refit
 SEED = 0
 MAX_CATEGORIES = 255  # HistGradientBoosting's most categories per feature (max_bins)
 OTHER = "(other)"
@@ -32,6 +35,8 @@ MISSING = "(missing)"
 DATE_SHARE = 0.95  # of a string column's present values parsing as ISO dates, for it to count as a date
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$")
 DATE_PARTS = ("year", "month", "dayofweek", "hour")
+FEW_VALUES = 32
+ONE_HOT = "{}=one-hot"  # the linear model's one-hot copy of a few-valued number
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,10 +109,21 @@ def _gbm(task: str):
     return kind(categorical_features="from_dtype", random_state=SEED)
 
 
-def _for_linear(x: pd.DataFrame, categorical: list[str]) -> pd.DataFrame:
-    """Categoricals as plain strings with missing as a value of its own, which OneHotEncoder takes."""
+def few_valued(x: pd.DataFrame, numeric: list[str]) -> list[str]:
+    """The numbers whose present values are at most FEW_VALUES distinct whole numbers."""
+    def few(column: pd.Series) -> bool:
+        present = column.dropna()
+        return len(present) > 0 and (present == present.round()).all() and present.nunique() <= FEW_VALUES
+    return [name for name in numeric if few(x[name])]
+
+
+def _for_linear(x: pd.DataFrame, categorical: list[str], one_hot: list[str]) -> pd.DataFrame:
+    """Categoricals as plain strings with missing as a value of its own, which OneHotEncoder takes; each few-valued
+    number also as such a string."""
     x = x.copy()
-    for name in categorical:
+    for name in one_hot:
+        x[ONE_HOT.format(name)] = x[name]
+    for name in [*categorical, *map(ONE_HOT.format, one_hot)]:
         x[name] = x[name].astype(object).where(x[name].notna(), MISSING).astype(str)
     return x
 
@@ -138,10 +154,14 @@ def _fit_and_score(prepared: Prepared) -> dict:
     y_held = quality_metrics.truth(table, heldout[table.label])
     categorical = list(columns.categories)
     numeric = [c for c in x_train.columns if c not in columns.categories]
+    one_hot = few_valued(x_train, numeric)
+    linear_categorical = [*categorical, *map(ONE_HOT.format, one_hot)]
     result = {"columns": {"numeric": list(columns.numeric), "dates": list(columns.dates),
-                          "categorical": {c: len(v) for c, v in columns.categories.items()}}}
+                          "categorical": {c: len(v) for c, v in columns.categories.items()},
+                          "linear_one_hot_numbers": one_hot}}
     for name, model, prepare_x in (
-            ("linear", _linear(table.task, numeric, categorical), lambda x: _for_linear(x, categorical)),
+            ("linear", _linear(table.task, numeric, linear_categorical),
+             lambda x: _for_linear(x, categorical, one_hot)),
             ("gbm", _gbm(table.task), lambda x: x)):
         start = time.perf_counter()
         model.fit(prepare_x(x_train), y_train)

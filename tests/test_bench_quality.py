@@ -74,6 +74,15 @@ def test_baseline_columns_parse_dates_and_cap_categories():
     assert len(x["many"].cat.categories) == 255 and x["many"].iloc[4] == baselines.OTHER and pd.isna(x["many"][3])
 
 
+def test_the_linear_model_also_reads_few_valued_whole_numbers_one_hot():
+    x = pd.DataFrame({"hour": [5.0, 6.0, None, 23.0] * 10, "fare": [1.5, 2.0, 3.0, 4.0] * 10,
+                      "id": np.arange(40, dtype=float)})
+    assert baselines.few_valued(x, ["hour", "fare", "id"]) == ["hour"]  # fractions, and 40 distinct ids, are not
+    linear = baselines._for_linear(x, [], ["hour"])
+    assert linear["hour=one-hot"].tolist()[:4] == ["5.0", "6.0", baselines.MISSING, "23.0"]
+    assert linear["hour"].equals(x["hour"])  # and the value itself stays
+
+
 def test_baselines_on_a_real_table_are_cached(tmp_path):
     prepared = quality_data.prepare(TABLES["hpc_data"], tmp_path)
     first = baselines.scores(prepared)
