@@ -78,3 +78,13 @@ class VertexStateMismatch(ComponentError, RuntimeError):
 class CanaryUnobserved(ComponentError):
     """A canary check's source can't show both tracks over the window yet (too few scrapes, no series): the check
     waits, saying why; nothing moves."""
+
+
+class SliceConfigError(ComponentError, ValueError):
+    """A slice the config names can't be made from the evaluated examples (a column none of them has), or the
+    eval config lacks the metric the slice gates bound; the message names evaluator.slices or the metric."""
+
+
+class SliceCountMismatch(ComponentError, RuntimeError):
+    """TFMA counted a slice's examples otherwise than the Evaluator did before it ran, so a slice gate may have
+    been applied where evaluator.slice_min_examples says not to; the message names the slices."""

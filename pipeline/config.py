@@ -18,6 +18,7 @@ from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
 from pipeline.sections.predict import InferenceSection, PredictSection
 from pipeline.sections.serving import ServingSection
+from pipeline.sections.slices import SliceSettings
 from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer import pod
 from trainer.config import Section, TrainerConfig, validate_uri
@@ -168,9 +169,9 @@ class BeamSection(Section):
         ]
 
 
-class EvaluatorSection(Section):
+class EvaluatorSection(SliceSettings):
     """The gate on the task's main metric (trainer/tasks.py: accuracy for multiclass,
-    auc for binary, rmse for regression)."""
+    auc for binary, rmse for regression); the slices and their gates: pipeline/sections/slices.py."""
     # The candidate must reach these bounds to be blessed at all (unset: the task's
     # default, accuracy >= 0.9 or auc >= 0.5; regression has none and needs upper_bound) ...
     lower_bound: Optional[float] = None

@@ -1,19 +1,21 @@
-"""Evaluator whose eager Keras metric updates are not converted by autograph, and
-whose TFMA extractors drop the features before unbatching (components/evaluation/eval_extractors.py).
-(docs/internals.md)"""
+"""Evaluator whose eager Keras metric updates are not converted by autograph, whose TFMA extractors drop the
+features no slice reads before unbatching (components/evaluation/eval_extractors.py), and whose slices and
+per-slice gates are decided when it runs (components/evaluation/slicing.py). (docs/internals.md)"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.evaluator.component import Evaluator
-from tfx.dsl.components.base import executor_spec
-from tfx.types import standard_component_specs
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts, standard_component_specs
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+from tfx.utils import json_utils
 
-from components.evaluation import eval_extractors
+from components.evaluation import eval_extractors, slicing
 from components.serving.serving_model import is_empty
 from trainer.tasks import MAIN_METRICS
 
@@ -31,12 +33,19 @@ class Executor(evaluator_executor.Executor):
            exec_properties: dict[str, Any]) -> None:
         if any(is_empty(m) for m in input_dict.get(BASELINE, [])):
             input_dict = {**input_dict, BASELINE: []}
+        configured = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
         exec_properties = {**exec_properties, CUSTOM_EXTRACTORS: EXTRACTORS_FN}
+        plan = slicing.plan_of(exec_properties)
+        if plan is not None:
+            sliced, record = slicing.prepare(plan, configured, input_dict, exec_properties)
+            exec_properties = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: sliced}
         tf.autograph.experimental.do_not_convert(super().Do)(input_dict, output_dict, exec_properties)
         evaluation = output_dict.get(standard_component_specs.EVALUATION_KEY)
         blessing = output_dict.get(standard_component_specs.BLESSING_KEY)
-        found = gated_metric(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], evaluation[0].uri) \
-            if evaluation and blessing else None
+        if plan is not None and evaluation:
+            slicing.check_counts(record, evaluation[0].uri)
+            slicing.keep(evaluation[0], record)
+        found = gated_metric(configured, evaluation[0].uri) if evaluation and blessing else None
         if found is not None:
             blessing[0].set_string_custom_property(MAIN_METRIC, found[0])
             blessing[0].set_float_custom_property(MAIN_METRIC_VALUE, found[1])
@@ -62,5 +71,26 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
     return None
 
 
+class SlicingEvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    """TFX's Evaluator spec, with the run's TransformGraph (its column roles) and the slice plan."""
+    PARAMETERS = {**standard_component_specs.EvaluatorSpec.PARAMETERS,
+                  slicing.SLICING_KEY: ExecutionParameter(type=str, optional=True)}
+    INPUTS = {**standard_component_specs.EvaluatorSpec.INPUTS,
+              slicing.TRANSFORM_GRAPH_KEY: ChannelParameter(type=standard_artifacts.TransformGraph, optional=True)}
+
+
 class EagerMetricsEvaluator(Evaluator):
+    SPEC_CLASS = SlicingEvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, eval_config,
+                 baseline_model: Optional[types.BaseChannel] = None, example_splits: Optional[list[str]] = None,
+                 transform_graph: Optional[types.BaseChannel] = None, slice_plan: Optional[str] = None):
+        """TFX's Evaluator's arguments that the pipeline uses, and the slicing's (TFX's __init__ builds its own
+        spec class, so this builds ours the same way)."""
+        base_component.BaseComponent.__init__(self, spec=SlicingEvaluatorSpec(
+            examples=examples, model=model, baseline_model=baseline_model, eval_config=eval_config,
+            example_splits=json_utils.dumps(example_splits), fairness_indicator_thresholds=json_utils.dumps(None),
+            evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+            blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+            transform_graph=transform_graph, slicing=slice_plan))
