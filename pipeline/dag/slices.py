@@ -10,10 +10,7 @@ import tensorflow_model_analysis as tfma
 from components.evaluation.slicing import CALIBRATION_BUCKETS, SlicePlan
 from pipeline.config import CHANGE_EPSILON, Config
 from pipeline.data.checks import require_features
-from trainer.tasks import MAIN_METRICS
-
-# The binary task serves class 1 when its probability is above this (trainer/tasks.py Binary.serve).
-DECISION_THRESHOLD = 0.5
+from trainer.tasks import DECISION_THRESHOLD, MAIN_METRICS
 
 
 def slice_plan(config: Config) -> str:
@@ -37,7 +34,8 @@ def plot_metrics(task: str) -> list[tfma.MetricConfig]:
     threshold and the calibration; multiclass, the confusion matrix; regression, the calibration histogram over
     the label's range (predicted against actual; the Evaluator sets the range when it runs)."""
     if task == "binary":
-        return [tfma.MetricConfig(class_name="ConfusionMatrixPlot"),
+        # 200 thresholds draw smooth curves; TFMA's default 1000 make the plots file 5 times the size, per slice.
+        return [tfma.MetricConfig(class_name="ConfusionMatrixPlot", config=json.dumps({"num_thresholds": 200})),
                 tfma.MetricConfig(class_name="ConfusionMatrixAtThresholds",
                                   config=json.dumps({"thresholds": [DECISION_THRESHOLD]})),
                 tfma.MetricConfig(class_name="CalibrationPlot",
