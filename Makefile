@@ -34,8 +34,9 @@ $(VENV)/.installed: requirements.lock
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.lock
 	touch $@
 
+# Not echoed: the run's own progress and summary are its whole output (the libraries' lines go to its log).
 run: venv
-	$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
+	@$(PY) -m pipeline run --config $(CONFIG) $(ARGS)
 
 # Vertex AI (docs/vertex.md) or self-hosted Kubeflow Pipelines (docs/kubeflow.md): the config's
 # pipeline.target decides. compile needs no cloud access; preflight/submit/schedule use Application

@@ -4,7 +4,7 @@ Runs our Evaluator executor (components/evaluation/evaluator.py) with this check
 config (pipeline/dag/evaluation.py) and Beam args (pipeline/config.py) on the
 examples, candidate model and baseline a finished local run recorded in its
 MLMD, each run in a fresh process (bench/measure.py samples the tree, Beam's
-worker processes included; CPU seconds are the tree's too). `--copies N` evaluates the eval split N times over
+worker processes included; CPU seconds are the tree's too). `--copies N` evaluates the test split N times over
 (its shards repeated under a scratch dir): N times the rows with the same
 model, the way to see how time and memory grow without re-running the pipeline.
 The metrics of each run are printed, so runs can be compared number for number.
@@ -28,6 +28,7 @@ import tempfile
 
 from bench.measure import run_measured
 from bench.side_by_side import CONFIG_FILE, ENV, MULTI_PROCESS_FROM_ROWS, beam_settings
+from components.splits import TEST
 from pipeline.config import REPO_ROOT
 
 EVALUATOR_TYPE = "components.evaluation.evaluator.EagerMetricsEvaluator"
@@ -60,17 +61,18 @@ def evaluator_inputs(metadata_path: str, execution_id: int | None = None) -> dic
     return inputs
 
 
-def _repeat_eval_split(examples, copies: int, scratch: str):
-    """An Examples artifact whose eval split is `copies` times the original's shards."""
+def _repeat_test_split(examples, copies: int, scratch: str):
+    """An Examples artifact whose test split (the Evaluator's) is `copies` times the original's shards."""
     import copy
 
-    src = os.path.join(examples.uri, "Split-eval")
+    split = f"Split-{TEST}"
+    src = os.path.join(examples.uri, split)
     dst = os.path.join(scratch, f"examples-x{copies}")
-    if not os.path.isdir(os.path.join(dst, "Split-eval")):
-        os.makedirs(os.path.join(dst, "Split-eval"))
+    if not os.path.isdir(os.path.join(dst, split)):
+        os.makedirs(os.path.join(dst, split))
         for i in range(copies):
             for f in sorted(os.listdir(src)):
-                os.link(os.path.join(src, f), os.path.join(dst, "Split-eval", f"copy{i}-{f}"))
+                os.link(os.path.join(src, f), os.path.join(dst, split, f"copy{i}-{f}"))
     repeated = copy.deepcopy(examples)
     repeated.uri = dst
     return repeated
@@ -88,7 +90,7 @@ def child(run_root: str, copies: int, overrides: list[str], out: str) -> None:
     config = load_config(CONFIG_FILE, overrides)
     inputs = evaluator_inputs(load_config(CONFIG_FILE, [f"pipeline.root={run_root}"]).pipeline.metadata_path)
     if copies > 1:
-        inputs[specs.EXAMPLES_KEY] = [_repeat_eval_split(inputs[specs.EXAMPLES_KEY][0], copies,
+        inputs[specs.EXAMPLES_KEY] = [_repeat_test_split(inputs[specs.EXAMPLES_KEY][0], copies,
                                                          os.path.dirname(out))]
     with open(os.path.join(out, "result.json"), "w") as f:
         # As the pipeline runs it: with the slices its config asks for (components/evaluation/slicing.py).
@@ -111,7 +113,7 @@ def run_executor(executor_class, inputs: dict, config, out: str, extra: dict | N
     for a in (evaluation, blessing):
         os.makedirs(a.uri, exist_ok=True)
     exec_properties = {specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(eval_config(config)),
-                       specs.EXAMPLE_SPLITS_KEY: "null", specs.FAIRNESS_INDICATOR_THRESHOLDS_KEY: "null",
+                       specs.EXAMPLE_SPLITS_KEY: json.dumps([TEST]), specs.FAIRNESS_INDICATOR_THRESHOLDS_KEY: "null",
                        **(extra or {})}
     context = executor_class.Context(beam_pipeline_args=beam_pipeline_args(config), tmp_dir=os.path.join(out, "tmp"))
     executor_class(context).Do(inputs, {specs.EVALUATION_KEY: [evaluation], specs.BLESSING_KEY: [blessing]},

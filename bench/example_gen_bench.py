@@ -3,7 +3,7 @@
 Each side runs its executor in a fresh process (`python -m bench.example_gen_bench ours|tfx IN OUT`, imports
 included) with the local Beam settings the pipeline uses at that size (bench/side_by_side.py `beam_settings`), watched
 for wall time and the process tree's peak RSS (bench/measure.py). The two alternate at each size; the ratio is
-ours / TFX's. Above `tfx_max_rows` TFX's side is skipped (833 s at 10M rows on this machine, issue 23).
+ours / TFX's. Above `tfx_max_rows` TFX's side is skipped (833 s at 10M rows on this machine, 2026-11-30).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from bench.measure import run_measured
 from bench.side_by_side import CONFIG_FILE, ENV, our_command
 from pipeline.config import REPO_ROOT, load_config
 
-PEAK_GROWTH_TARGET = 1.5  # the largest size's peak <= 1.5x the next size down's (issue 32)
+PEAK_GROWTH_TARGET = 1.5  # the largest size's peak <= 1.5x the next size down's: memory bounded as the rows grow
 
 
 def _model(work: Path) -> str:

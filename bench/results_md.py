@@ -197,8 +197,9 @@ def _taxi(t: dict) -> list[str]:
             f"Wall time (fresh process, imports included): ours {o['wall_seconds']:.1f}s, theirs "
             f"{th['wall_seconds']:.1f}s, **ratio {t['ratio']:.2f}x** (target <= {t['target_ratio']}x); "
             f"fastest of {len(t['all_wall_seconds']['ours'])} rounds, all rounds: {t['all_wall_seconds']}.", "",
-            f"Eval AUC, exact, through each pushed model's serving_default on the same {t['eval_rows']} eval rows "
-            f"(same rows in both splits: {'yes' if t['same_eval_rows'] else 'NO'}): ours **{_md(o['auc'])}**, "
+            f"Held-out AUC, exact, through each pushed model's serving_default on the same {t['eval_rows']} rows, "
+            f"our test split (all in their eval split: {'yes' if t['same_eval_rows'] else 'NO'}): "
+            f"ours **{_md(o['auc'])}**, "
             f"theirs **{_md(th['auc'])}** (target: ours >= theirs - {t['auc_margin']}). Both targets: "
             f"{'met' if t['met'] else 'NOT met'}.", "",
             *_component_table(o, th, "auc"), ""]

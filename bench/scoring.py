@@ -1,6 +1,6 @@
 """Scoring raw rows through a pushed model's serving_default, as a TF Serving client would.
 
-Shared by the taxi comparison (both pipelines' models on the same eval rows)
+Shared by the taxi comparison (both pipelines' models on the same held-out rows)
 and the end-to-end tests. AUC is computed exactly from ranks (Mann-Whitney),
 not from TFMA's thresholded approximation, so two models' figures compare
 without bucketing error.
@@ -15,8 +15,10 @@ from typing import Iterable
 import numpy as np
 import tensorflow as tf
 
+from components.splits import TEST
 
-def examples(pipeline_root: str, split: str = "eval") -> list[tf.train.Example]:
+
+def examples(pipeline_root: str, split: str = TEST) -> list[tf.train.Example]:
     """CsvExampleGen's rows of `split` (the latest run's) under a pipeline root."""
     runs = sorted(glob.glob(os.path.join(pipeline_root, "CsvExampleGen", "examples", "*")),
                   key=lambda p: int(os.path.basename(p)))

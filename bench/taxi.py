@@ -1,10 +1,11 @@
 """`make bench`, part 4: configs/taxi.yaml against TFX's own Chicago taxi pipeline, same rows.
 
-Both read the same CSV (data/taxi) and split it 2:1 by the same hash, so their
-eval splits hold the same rows (checked). Each side runs in a fresh process;
-the wall times are compared, and each pushed model scores the eval rows
-through its serving_default, as a client would, for an exact AUC against the
-big_tipper column (TFX's model computes that label itself from tips and fare).
+Both read the same CSV (data/taxi) and split it by the same hash: theirs 2:1 into train and eval, ours 4:1:1
+into train, eval and test, so both train on the same 2/3 share and our test rows (hash % 6 == 5) are among
+their eval rows (hash % 3 == 2): rows neither model saw (checked). Each side runs in a fresh process; the
+wall times are compared, and each pushed model scores our test rows through its serving_default, as a
+client would, for an exact AUC against the big_tipper column (TFX's model computes that label itself from
+tips and fare).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from pathlib import Path
 from bench import scoring, tfx_taxi
 from bench.side_by_side import example_paths, fastest, measure_example, measure_ours
 from components.serving.serving_dir import serving
+from components.splits import EVAL, TEST
 from pipeline.config import REPO_ROOT, load_config, resolve
 
 CONFIG_FILE = REPO_ROOT / "configs" / "taxi.yaml"
 TARGET_RATIO = 0.35   # our wall time <= 0.35x theirs
-AUC_MARGIN = 0.01     # our eval AUC >= theirs - 0.01
+AUC_MARGIN = 0.01     # our held-out AUC >= theirs - 0.01
 # Columns a client never sends: the label, and what it leaks from (tips).
 _UNSENT = ("big_tipper", "tips")
 
@@ -35,7 +37,7 @@ def bench_taxi(work: Path, repeat: int = 1) -> dict:
         print(f"  round {i + 1}: ours {ours_runs[-1]['wall_seconds']:.1f}s, "
               f"theirs {theirs_runs[-1]['wall_seconds']:.1f}s", flush=True)
     result = fastest(ours_runs, theirs_runs, TARGET_RATIO)
-    # The pushed models of the fastest rounds score the eval rows.
+    # The pushed models of the fastest rounds score the held-out rows.
     ours_root = work / f"taxi-ours-{ours_runs.index(result['ours'])}"
     theirs_root = work / f"taxi-theirs-{theirs_runs.index(result['theirs'])}"
     aucs = eval_aucs(load_config(CONFIG_FILE, [f"pipeline.root={ours_root}"]),
@@ -48,11 +50,11 @@ def bench_taxi(work: Path, repeat: int = 1) -> dict:
 
 
 def eval_aucs(ours_config, theirs_paths: dict) -> dict:
-    """Both pushed models' exact AUC on our eval split; and whether theirs held the same rows."""
-    ours_rows = scoring.examples(ours_config.pipeline.pipeline_root)
-    theirs_rows = scoring.examples(theirs_paths["pipeline_root"])
-    same = sorted(r.SerializeToString(deterministic=True) for r in ours_rows) == sorted(
-        r.SerializeToString(deterministic=True) for r in theirs_rows)
+    """Both pushed models' exact AUC on our test split; and whether those rows are all in their eval split."""
+    ours_rows = scoring.examples(ours_config.pipeline.pipeline_root, TEST)
+    theirs_rows = scoring.examples(theirs_paths["pipeline_root"], EVAL)
+    same = {r.SerializeToString(deterministic=True) for r in ours_rows} <= {
+        r.SerializeToString(deterministic=True) for r in theirs_rows}
     labels = [scoring.value(r, ours_config.features.label) for r in ours_rows]
     ours = scoring.serve(_latest(ours_config.pipeline.serving_dir), ours_rows, drop=_UNSENT)
     # Their serving signature parses every raw column but tips, big_tipper included (unused).

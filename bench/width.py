@@ -1,5 +1,5 @@
 """`make bench`'s width sweep: generated tables of N numeric columns through the full pipeline, each component's
-seconds and the run's peak memory beside penguins' in the same run (issue 36), with a plot."""
+seconds and the run's peak memory beside penguins' in the same run, with a plot."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from bench.side_by_side import CONFIG_FILE, measure_ours
 
 ROWS = 1_000
 MISSING = 0.05  # share of empty cells
-# Issue 36's done-when, at TARGET_WIDTH columns: Transform within 2x penguins', the run's peak within 1.5x.
+# The bar for wide tables, at TARGET_WIDTH columns: Transform within 2x penguins', the run's peak within 1.5x.
 TARGET_WIDTH = 200
 TRANSFORM_TARGET = 2.0
 PEAK_TARGET = 1.5

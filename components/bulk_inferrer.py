@@ -124,9 +124,10 @@ class Executor(base_beam_executor.BaseBeamExecutor):
             prefix = "" if unit == ledger.FLAT else f"{unit}/"
             files += [InputFile(p, tuple(header), prefix + posixpath.splitext(posixpath.basename(p))[0])
                       for p in paths]
-        columns, layout = plan(schema, FeatureConfig.model_validate_json(exec_properties[FEATURES]),
-                               json.loads(exec_properties[KEEP]), json.loads(exec_properties[MISSING_VALUES]),
-                               chosen[1], exec_properties[FORMAT])
+        # The version's own record of its inputs; this run's schema and features for one pushed before it.
+        features = FeatureConfig.model_validate_json(exec_properties[FEATURES])
+        columns, layout = plan(chosen[1], json.loads(exec_properties[KEEP]),
+                               json.loads(exec_properties[MISSING_VALUES]), exec_properties[FORMAT], schema, features)
         counts = score_files(files, columns, chosen[1], layout, output_uri, self._make_beam_pipeline,
                              int(exec_properties[CHUNK_ROWS]))
         logging.info("BulkInferrer: scored %d of %d rows of spans %s with version %s (%d rejected)", counts.scored,

@@ -23,6 +23,11 @@ class CsvInputError(ComponentError, ValueError):
     """A CSV file does not fit its header or the others; the message names the file and record."""
 
 
+class ModelInputsError(ComponentError, LookupError):
+    """Nothing says which columns a model version reads: it carries no record of its inputs (exported before
+    versions had one, trainer/model_inputs.py) and no schema was given; the message names the version."""
+
+
 class DataAnomaliesError(ComponentError, RuntimeError):
     """The examples break the schema; the message lists every anomaly."""
 
@@ -78,6 +83,11 @@ class VertexStateMismatch(ComponentError, RuntimeError):
 class CanaryUnobserved(ComponentError):
     """A canary check's source can't show both tracks over the window yet (too few scrapes, no series): the check
     waits, saying why; nothing moves."""
+
+
+class EvaluationInputError(ComponentError, ValueError):
+    """The Evaluator can't score the trivial model on the rows it evaluates (no rows, no labels, a label TFMA's
+    metric is undefined for, no Transform output to read them from); the message names the split and the label."""
 
 
 class SliceConfigError(ComponentError, ValueError):

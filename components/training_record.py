@@ -136,6 +136,11 @@ def serving_key(base: str, gcs_client=None) -> str:
     return f"version {current.name}, " + ("record" if record is not None else "no record")
 
 
+def has_baseline(key: str) -> bool:
+    """Whether a serving_key names training data to compare with: a serving version and its record."""
+    return key.endswith(", record")
+
+
 # The parameter and driver-set property of a component that reads the serving dir at run time.
 SERVING_DIR, SERVING_VERSION = "serving_dir", "serving_version"
 

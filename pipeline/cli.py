@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="(re)write a run's report.html and print its path")
-    report.add_argument("run", nargs="?", default=None, help="run id (default: the latest run)")
+    report.add_argument("run", nargs="?", default=None, help="run id, as `history` shows it or as its directory "
+                        "under <pipeline.root>/runs/ is named (default: the latest run)")
     report.set_defaults(func=cmd_report)
 
     snaps = sub.add_parser("snapshots", help="dataset snapshots")

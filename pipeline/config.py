@@ -98,9 +98,12 @@ class DataSection(Section):
     # CSV cells equal to one of these are missing values (an empty cell always is);
     # the snapshot stores them as empty cells. [] turns this off.
     missing_values: list[str] = list(DEFAULT_TOKENS)
-    # Deterministic hash split of the rows (CsvExampleGen hashes each example).
-    train_buckets: int = Field(3, ge=1, le=100)
+    # Deterministic hash split of the rows (CsvExampleGen hashes each example) into train (the Trainer fits on
+    # it), eval (it picks the exported step) and test (the Evaluator's metrics and blessing, seen by nothing
+    # else), as train_buckets : eval_buckets : test_buckets; 80/10/10 by default (pipeline/dag/splits.py).
+    train_buckets: int = Field(8, ge=1, le=100)
     eval_buckets: int = Field(1, ge=1, le=100)
+    test_buckets: int = Field(1, ge=1, le=100)
     # Span layout (input_dir holds span-<N>/ or YYYY-MM-DD/ directories): which spans
     # a run trains on, all | latest | window(k), chosen when the run starts
     # (components/data/snapshot/spans.py). Empty: input_dir is one flat directory of CSVs.
@@ -172,8 +175,9 @@ class BeamSection(Section):
 class EvaluatorSection(SliceSettings):
     """The gate on the task's main metric (trainer/tasks.py: accuracy for multiclass,
     auc for binary, rmse for regression); the slices and their gates: pipeline/sections/slices.py."""
-    # The candidate must reach these bounds to be blessed at all (unset: the task's
-    # default, accuracy >= 0.9 or auc >= 0.5; regression has none and needs upper_bound) ...
+    # The candidate must be better than the trivial model on the test split (accuracy of always the majority
+    # class, AUC 0.5, RMSE of always the mean; components/evaluation/trivial.py) and within these bounds, where
+    # set (a bound laxer than the trivial model's value is raised to it) ...
     lower_bound: Optional[float] = None
     upper_bound: Optional[float] = None
     # ... and may not be worse than the model serving now by more than this.

@@ -11,7 +11,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from components import training_record
 from components.data.csv_examples import csv_files
-from components.errors import ComponentError
+from components.errors import ComponentError, ModelInputsError
 from components.scoring.job import SUMMARY_FILE, Counts, InputFile, beam_pipeline, score_files
 from components.scoring.plan import plan
 from components.serving import serving_dir
@@ -20,6 +20,7 @@ from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
 from pipeline.data.checks import load_schema, require_features
 from pipeline.errors import CommandFailed, ConfigError
+from trainer import model_inputs
 
 
 def choose_version(config: Config, version: Optional[int], label: Optional[str]) -> serving_dir.Version:
@@ -59,7 +60,7 @@ def runner_args(config: Config, runner: str, source: str, output_dir: str) -> li
         raise ConfigError("--runner dataflow needs the config's dataflow section (and its vertex section: project, "
                           "region, pipeline image, service account), as in configs/vertex.yaml")
     for what, uri in (("--input", source), ("--output", output_dir), ("data.schema_file", config.data.schema_file)):
-        if not uri.startswith("gs://"):
+        if uri and not uri.startswith("gs://"):
             raise ConfigError(f"--runner dataflow: {what} must be a gs:// URI, the only storage Dataflow's workers "
                               f"see (got {uri!r})")
     return beam_pipeline_args(config)
@@ -83,10 +84,6 @@ def predict(config: Config, source: str, output_dir: str, version: Optional[int]
             label: Optional[str] = None, runner: str = "local", format: Optional[str] = None) -> dict:
     """Score `source` into `output_dir` and return the summary (also written there as summary.json)."""
     config.predict.check_backend()
-    features = require_features(config)
-    if not config.data.schema_file:
-        raise ConfigError("predict reads the column types from data.schema_file; set it "
-                          "(`python -m pipeline schema infer` writes one)")
     source, output_dir = resolve(source), resolve(output_dir)
     args = runner_args(config, runner, source, output_dir)
     chosen = choose_version(config, version, label)
@@ -94,10 +91,15 @@ def predict(config: Config, source: str, output_dir: str, version: Optional[int]
         raise CommandFailed(f"--output {output_dir} is not empty; predict writes into a new or empty directory")
     try:
         files = input_files(source)
-        columns, layout = plan(_schema(resolve(config.data.schema_file)), features, config.predict.keep,
-                               config.data.missing_values, chosen.path, format or config.predict.format)
+        columns, layout = plan(chosen.path, config.predict.keep, config.data.missing_values,
+                               format or config.predict.format, *_fallback(config))
         counts = score_files(files, columns, chosen.path, layout, output_dir, beam_pipeline(args),
                              config.predict.chunk_rows)
+    except ModelInputsError:
+        raise ConfigError(f"version {chosen.name} was pushed before versions recorded the columns they read "
+                          f"({model_inputs.path(chosen.path)} is missing), and the config has no data.schema_file: "
+                          "set it to the schema that version was trained with (`python -m pipeline schema infer` "
+                          "writes one from the data), or push a new version (make run)") from None
     except (ComponentError, ValueError) as e:
         raise CommandFailed(str(e)) from None
     record = training_record.read(config.pipeline.serving_dir, chosen.name)
@@ -105,6 +107,13 @@ def predict(config: Config, source: str, output_dir: str, version: Optional[int]
     with FileSystems.create(posixpath.join(output_dir, SUMMARY_FILE)) as f:
         f.write(json.dumps(summary, indent=1, sort_keys=True).encode())
     return summary
+
+
+def _fallback(config: Config) -> tuple:
+    """(schema, features) to read a version without a record of its inputs by: the config's schema file, if any."""
+    if not config.data.schema_file:
+        return None, None
+    return _schema(resolve(config.data.schema_file)), require_features(config)
 
 
 def summary_of(counts: Counts, version: serving_dir.Version, record) -> dict:

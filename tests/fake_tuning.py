@@ -14,12 +14,26 @@ from typing import Callable, Optional
 from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
 from google.protobuf import json_format
 
-from pipeline.dryrun.training.tuning import METRIC_FILE_ENV, TuningService
+from pipeline.dryrun.training.tuning import METRIC_FILE_ENV, TRIAL_ID_ENV, TuningService
 from pipeline.errors import JobRefused
 from tests.fake_http import JsonServer, Request
+from trainer.environment import overriding
 
 PROJECT, REGION = "test-project", "us-central1"
 PARENT = f"projects/{PROJECT}/locations/{REGION}"
+_HYPERTUNE_ENV = (METRIC_FILE_ENV, TRIAL_ID_ENV)
+_MAKING = threading.Lock()
+
+
+def _reporter(env: dict):
+    """cloudml-hypertune's HyperTune for a trial whose container has `env`. Its __init__ reads the metric file and
+    trial id from the process environment and makes the file's directory (an exists check, then os.makedirs): as
+    components/tuner/trial.py has them set before it constructs one, so is it here, one trial thread at a time, so
+    no trial falls back to /tmp/hypertune (where two threads making it at once race, and one trial fails)."""
+    import hypertune
+
+    with _MAKING, overriding({name: env[name] for name in _HYPERTUNE_ENV if name in env}):
+        return hypertune.HyperTune()
 
 
 class _Trial:
@@ -35,17 +49,14 @@ class _Trial:
         threading.Thread(target=self._run, args=(metric, objective, seconds), daemon=True).start()
 
     def _run(self, metric, objective, seconds) -> None:
-        import hypertune
-
         try:
             if self._stop.wait(seconds):
                 self.state, self.error = "FAILED", "stopped"
                 return
             value = objective(self.values)
             if value is not None:
-                reporter = hypertune.HyperTune()
-                reporter.metric_path = self.env[METRIC_FILE_ENV]  # the file the stand-in gave this trial
-                reporter.report_hyperparameter_tuning_metric(metric, value, global_step=40)
+                # Into the file the stand-in gave this trial (its env's CLOUD_ML_HP_METRIC_FILE).
+                _reporter(self.env).report_hyperparameter_tuning_metric(metric, value, global_step=40)
             self.state = "SUCCEEDED"
         except Exception as e:  # noqa: BLE001 - a trial's failure is the job's to record
             self.state, self.error = "FAILED", f"The replica workerpool0-0 exited with a non-zero status of 1: {e}"

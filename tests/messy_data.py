@@ -1,6 +1,6 @@
 """A generated customer table as a new user brings it: an integer id, ISO signup dates, a plan, a fee with empty
 cells, support calls, a true/false flag, regions with non-ASCII names, free-text notes with quotes and
-semicolons, and a yes/no label (issue 35); and the logistic regression it is judged against."""
+semicolons, and a yes/no label; and the logistic regression it is judged against."""
 
 from __future__ import annotations
 

@@ -243,7 +243,7 @@ def test_taxi_markdown_states_both_targets():
                                         "eval_rows": 5039, "same_eval_rows": True, "met": False,
                                         "all_wall_seconds": {"ours": [40.0], "theirs": [160.0]}}})
     assert "ratio 0.25x" in text and "ours **0.950**, theirs **0.970**" in text and "NOT met" in text
-    assert "same 5039 eval rows (same rows in both splits: yes)" in text
+    assert "same 5039 rows, our test split (all in their eval split: yes)" in text
 
 
 def test_example_gen_part_measures_ours_and_skips_tfx_above_its_limit(tmp_path):

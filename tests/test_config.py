@@ -28,6 +28,8 @@ def test_shipped_config_loads_and_overrides_are_typed():
     ("features.numeric=[bill_length_mm, bill_length_mm]", "features", "'bill_length_mm' is named twice (numeric)"),
     ("features.task=ranking", "features.task", "'multiclass', 'binary' or 'regression'"),
     ("beam.direct_running_mode=fast", "beam.direct_running_mode", "in_memory"),
+    # The Evaluator's split is not optional: nothing else may have seen its rows.
+    ("data.test_buckets=0", "data.test_buckets", "greater than or equal to 1"),
 ])
 def test_bad_values_are_rejected_naming_the_field(override, field, hint):
     with pytest.raises(ConfigError) as e:

@@ -18,7 +18,8 @@ from tfx_bsl.coders import csv_decoder
 
 from bench.data_generator import write_dataset
 from components.data import csv_examples
-from pipeline.config import REPO_ROOT, load_config
+from pipeline.config import REPO_ROOT, DataSection, load_config
+from pipeline.dag.splits import split_output
 from tests.test_span_example_gen import SPLITS, records
 
 BEAM_ARGS = load_config(REPO_ROOT / "configs" / "local.yaml").beam.args
@@ -38,7 +39,7 @@ lines",,4
 '''
 
 
-def _run(executor_class, input_base: Path, out: Path, input_config=FLAT) -> standard_artifacts.Examples:
+def _run(executor_class, input_base: Path, out: Path, input_config=FLAT, splits=SPLITS) -> standard_artifacts.Examples:
     # The local run's Beam settings: without them Beam's DirectRunner first tries to download Prism.
     executor = executor_class(base_beam_executor.BaseBeamExecutor.Context(beam_pipeline_args=BEAM_ARGS))
     examples = standard_artifacts.Examples()
@@ -46,7 +47,7 @@ def _run(executor_class, input_base: Path, out: Path, input_config=FLAT) -> stan
     executor.Do({}, {"examples": [examples]}, {
         "input_base": str(input_base),
         "input_config": proto_utils.proto_to_json(input_config),
-        "output_config": proto_utils.proto_to_json(SPLITS),
+        "output_config": proto_utils.proto_to_json(splits),
         "output_data_format": example_gen_pb2.FORMAT_TF_EXAMPLE,
         "output_file_format": example_gen_pb2.FORMAT_TFRECORDS_GZIP})
     return examples
@@ -56,21 +57,23 @@ def _records(pattern: str) -> list[bytes]:
     return [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(pattern), compression_type="GZIP")]
 
 
-def _same_as_csv_example_gen(input_base: Path, tmp_path: Path, min_rows: int) -> None:
-    ours = _run(csv_examples.Executor, input_base, tmp_path / "ours")
-    theirs = _run(csv_executor.Executor, input_base, tmp_path / "theirs")
+def _same_as_csv_example_gen(input_base: Path, tmp_path: Path, min_rows: int, splits=SPLITS) -> dict[str, int]:
+    """Ours and TFX's CsvExampleGen write the same examples in each split; {split: rows}."""
+    ours = _run(csv_examples.Executor, input_base, tmp_path / "ours", splits=splits)
+    theirs = _run(csv_executor.Executor, input_base, tmp_path / "theirs", splits=splits)
     assert ours.split_names == theirs.split_names
-    total = 0
-    for split in ("train", "eval"):
+    rows = {}
+    for split in (s.name for s in splits.split_config.splits):
         # TFX writes SerializeToString(), whose feature order changes from process to process: compared canonical.
         canonical = records(f"{ours.uri}/Split-{split}/data_tfrecord-*.gz")
         assert canonical == records(f"{theirs.uri}/Split-{split}/*")
         mine = _records(f"{ours.uri}/Split-{split}/data_tfrecord-*.gz")
         assert collections.Counter(mine) == canonical  # written deterministically already
-        total += len(mine)
-    assert total >= min_rows
+        rows[split] = len(mine)
+    assert sum(rows.values()) >= min_rows
     for key in ("payload_format", "file_format"):
         assert ours.get_string_custom_property(key) == theirs.get_string_custom_property(key)
+    return rows
 
 
 def _copy(source: Path, to: Path) -> Path:
@@ -89,9 +92,22 @@ def test_taxi_as_csv_example_gen_makes_them(tmp_path):
     _same_as_csv_example_gen(_copy(REPO_ROOT / "data" / "taxi" / "data.csv", tmp_path / "in"), tmp_path, 15_000)
 
 
-def test_generated_shards_as_csv_example_gen_makes_them(tmp_path):
+def test_generated_shards_as_csv_example_gen_makes_them_in_the_configured_shares(tmp_path):
+    """The pipeline's default split (train, eval, test 8:1:1, pipeline/dag/splits.py): the same rows in each split
+    as TFX's CsvExampleGen puts there, in the configured shares, and the same again on a second run."""
     write_dataset(tmp_path / "in", 3_000, seed=3, shards=3)
-    _same_as_csv_example_gen(tmp_path / "in", tmp_path, 3_000)
+    default = DataSection()
+    assert (default.train_buckets, default.eval_buckets, default.test_buckets) == (8, 1, 1)
+    config = load_config(REPO_ROOT / "configs" / "local.yaml", [  # it sets 3:1:1 for penguins' 344 rows
+        f"data.{name}={getattr(default, name)}" for name in ("train_buckets", "eval_buckets", "test_buckets")])
+    rows = _same_as_csv_example_gen(tmp_path / "in", tmp_path, 3_000, split_output(config))
+    assert list(rows) == ["train", "eval", "test"] and sum(rows.values()) == 3_000
+    # A hash split: each row falls in a split with its share's chance; 4 standard deviations either way.
+    for split, share in {"train": 0.8, "eval": 0.1, "test": 0.1}.items():
+        assert abs(rows[split] - 3_000 * share) <= 4 * (3_000 * share * (1 - share)) ** 0.5, rows
+    again = _run(csv_examples.Executor, tmp_path / "in", tmp_path / "again", splits=split_output(config))
+    for split in rows:
+        assert _records(f"{again.uri}/Split-{split}/*.gz") == _records(f"{tmp_path}/ours/Split-{split}/*.gz")
 
 
 def test_awkward_csv_as_csv_example_gen_makes_it(tmp_path):

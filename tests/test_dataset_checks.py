@@ -28,12 +28,17 @@ NO_BILL_LENGTH = "features.numeric=[bill_depth_mm, flipper_length_mm, body_mass_
      "features.numeric: 'island' holds strings"),
     (["features.task=regression"], "features.task: regression needs a numeric label; 'species' holds strings"),
     (["evaluator.lower_bound=1.5"], "evaluator.lower_bound: 1.5 is outside [0, 1], the range of accuracy"),
-    (["features.label=body_mass_g", "features.task=regression", "features.numeric=[bill_length_mm]",
-      "evaluator.lower_bound=null"], "evaluator.upper_bound: task regression has no default bar for rmse"),
 ])
 def test_features_that_do_not_fit_the_schema_name_the_field(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         check_features(load_config(CONFIG, overrides))
+
+
+def test_a_regression_needs_no_configured_bound():
+    """The trivial model (always the train split's mean) is the bar by default (components/evaluation/trivial.py)."""
+    config = load_config(CONFIG, ["features.label=body_mass_g", "features.task=regression",
+                                  "features.numeric=[bill_length_mm]", "evaluator.lower_bound=null"])
+    assert check_features(config).task == "regression"
 
 
 def test_without_a_schema_the_csv_header_is_checked(tmp_path):

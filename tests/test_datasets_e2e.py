@@ -13,14 +13,18 @@ import pytest
 import yaml
 
 from bench import scoring
+from pipeline.cli import main
 from pipeline.config import load_config
+from pipeline.errors import EXIT_NOT_PUSHED
 from pipeline.local.runner import run_local
+from pipeline.runs.summary import summarize
 
 pytestmark = pytest.mark.e2e
 
-# configs/taxi.yaml's model scores 0.952 on the eval rows (deterministic: same data, same
-# seed); TFX's own taxi pipeline scores 0.942 on the same rows (bench/taxi.py). Below 0.94
-# ours would no longer match TFX's example.
+# configs/taxi.yaml's model scores 0.953 on its 2,502 test rows (deterministic: same data, same
+# seed; 0.952 on the 5,039 eval rows of the 2:1 split before the test split); TFX's own taxi
+# pipeline scored 0.942 on its eval rows (bench/taxi.py scores both on our test rows, all among them).
+# Below 0.94 ours would no longer match TFX's example.
 TAXI_MIN_AUC = 0.94
 
 
@@ -36,7 +40,7 @@ def test_taxi_trains_evaluates_and_pushes_through_config_alone(taxi_run):
     assert all(c.state == "ran" for c in summary.components), summary.components
     assert summary.blessed is True and summary.pushed_path, console
     assert summary.metrics["auc"] >= config.evaluator.lower_bound
-    assert "eval auc: " in console and "label: big_tipper (binary)" in console
+    assert "test auc: " in console and "label: big_tipper (binary)" in console
     assert "not used: pickup_census_tract, tips, trip_start_timestamp" in console
     # The bundled data has no tokens: the snapshot holds it byte for byte.
     assert summary.snapshot_rows == 15002
@@ -49,7 +53,7 @@ def test_pushed_taxi_model_scores_raw_rows(taxi_run):
     # A client sends neither the label, nor the tips that give it away, nor the unused columns.
     out = scoring.serve(summary.pushed_path, rows,
                         drop=["big_tipper", "tips", "trip_start_timestamp", "pickup_census_tract"])
-    assert len(rows) > 4000 and out["probability"].shape == (len(rows),)
+    assert len(rows) > 2000 and out["probability"].shape == (len(rows),)
     assert scoring.auc(labels, out["probability"]) >= TAXI_MIN_AUC
     assert np.array_equal(out["class_id"], (out["probability"] > 0.5).astype(np.int64))
 
@@ -94,7 +98,9 @@ def test_a_generated_regression_dataset_trains_through_config_alone(tmp_path):
     summary = run_local(config, out)
     console = out.getvalue()
     assert summary.blessed is True and summary.pushed_path, console
-    assert "eval rmse: " in console and "upper bound" in console
+    # The configured bound is stricter than the trivial model's (the mean's RMSE, about the label's spread).
+    assert "test rmse: " in console and f"upper bound {config.evaluator.upper_bound:.6g}" in console
+    assert summary.trivial_metric == pytest.approx(frame["price"].std(), rel=0.1)
 
     rows = scoring.examples(config.pipeline.pipeline_root)
     truth = np.array([scoring.value(r, "price") for r in rows])
@@ -112,3 +118,32 @@ def test_a_generated_regression_dataset_trains_through_config_alone(tmp_path):
     # Embedded, not one-hot: more ids than features.one_hot_max_size (32).
     assert len(embeddings) == 1 and embeddings[0][0] > 32, shapes
     assert noise < rmse
+
+
+def test_a_model_no_better_than_the_trivial_one_is_not_blessed(tmp_path, capsys):
+    """Features that say nothing (one constant column; the id is left out) leave the model one score for every
+    row: AUC 0.5, exactly the trivial model's. The old default bound (AUC >= 0.5) blessed that; now the run is
+    not blessed, exits 3, pushes nothing, and the summary says why with the numbers."""
+    data = tmp_path / "coin"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    pd.DataFrame({"id": np.arange(300), "x": np.ones(300), "label": rng.choice(["yes", "no"], 300, p=[0.3, 0.7])}
+                 ).to_csv(data / "coin.csv", index=False)
+    config_file = tmp_path / "coin.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "pipeline": {"name": "coin", "root": str(tmp_path / "out")},
+        "data": {"input_dir": str(data), "schema_file": None},
+        "features": {"label": "label", "task": "binary", "positive_class": "yes", "ignore": ["id"]},
+        "trainer": {"train_steps": 40, "eval_every_steps": 20, "steps_per_execution": 20}}))
+    assert main(["run", "--config", str(config_file)]) == EXIT_NOT_PUSHED
+    out = capsys.readouterr().out
+    config = load_config(config_file)
+    summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
+    assert summary.eval_split == "test" and summary.trivial_metric == 0.5
+    assert summary.metrics["auc"] == 0.5 and summary.blessed is False and summary.pushed_path is None
+    assert "test auc: 0.5000 (trivial model 0.5000; no model serving yet; bar: better than the trivial model's " \
+           "0.5000)" in out, out
+    assert "why: test auc 0.5000 is no better than the trivial model's 0.5000 (the same score for every row: " \
+           "AUC 0.5; the bound is 0.500001)" in out, out
+    assert "pushed: nothing, not blessed" in out
+    assert not os.path.exists(config.pipeline.serving_dir) or not os.listdir(config.pipeline.serving_dir)

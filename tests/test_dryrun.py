@@ -61,7 +61,7 @@ def _tiny_job(path: Path, enable_cache: bool = True) -> Path:
 def test_a_second_run_is_served_from_cache_only_when_the_submitted_job_says_so(tmp_path, enable_cache):
     from pipeline.dryrun.run import dry_run
 
-    # Submit keeps each task's compiled caching option (issue 10), so the job's own tasks decide.
+    # Submit keeps each task's compiled caching option, so the job's own tasks decide.
     config = vertex_config("pipeline.name=tiny")
     template = _tiny_job(tmp_path / "tiny.json", enable_cache)
     out = io.StringIO()

@@ -31,7 +31,7 @@ def test_every_shipped_variant_keeps_every_rule(overrides):
     pipeline = model.read(job["pipelineSpec"])
     assert rules.check(pipeline, VERTEX) == []
     tasks = list(pipeline.tasks())
-    # What the issue asks in so many words: producers are tasks of their DAG, their outputs declared, no resolver.
+    # The rule in so many words: producers are tasks of their DAG, their outputs declared, no resolver.
     for dag in pipeline.dags():
         for task in dag.tasks.values():
             assert set(task.producers().values()) <= set(dag.tasks), task.name

@@ -1,8 +1,10 @@
-"""components/evaluation/evaluator.py: TFMA's eager Keras metric updates run without autograph conversion."""
+"""components/evaluation/evaluator.py: TFMA's eager Keras metric updates run without autograph conversion, and the
+Evaluator evaluates and blesses on the test split."""
 
 from __future__ import annotations
 
 import inspect
+import json
 
 import pytest
 import tensorflow as tf
@@ -10,6 +12,7 @@ import tf_keras
 from tfx.components.evaluator import executor as tfx_evaluator_executor
 
 from components.evaluation.evaluator import BASELINE, CUSTOM_EXTRACTORS, EagerMetricsEvaluator, Executor
+from components.evaluation.trivial import TRANSFORMED_EXAMPLES
 
 
 class _WhereItRuns(tf_keras.metrics.Metric):
@@ -56,12 +59,13 @@ def test_executor_runs_tfx_evaluator_with_metric_updates_unconverted(monkeypatch
 
 
 def test_component_keeps_the_evaluator_interface_with_this_executor():
-    assert EagerMetricsEvaluator.EXECUTOR_SPEC.executor_class is Executor
-    # TFX's Evaluator spec, every input and parameter kept, with the slicing's added.
+    """TFX's Evaluator spec, every input, parameter and output kept, plus Transform's output (the trivial model's
+    labels), its graph and the slice plan (components/evaluation/slicing.py)."""
     tfx_spec = tfx_evaluator_executor.standard_component_specs.EvaluatorSpec
+    assert EagerMetricsEvaluator.EXECUTOR_SPEC.executor_class is Executor
     ours = EagerMetricsEvaluator.SPEC_CLASS
     assert issubclass(ours, tfx_spec) and ours.OUTPUTS == tfx_spec.OUTPUTS
-    assert set(ours.INPUTS) - set(tfx_spec.INPUTS) == {"transform_graph"}
+    assert set(ours.INPUTS) - set(tfx_spec.INPUTS) == {TRANSFORMED_EXAMPLES, "transform_graph"}
     assert ours.INPUTS.items() >= tfx_spec.INPUTS.items()
     assert set(ours.PARAMETERS) - set(tfx_spec.PARAMETERS) == {"slicing"}
 
@@ -96,6 +100,7 @@ def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing
     from bench.evaluator_bench import evaluator_inputs, run_executor
     from components.evaluation import slicing
     from components.evaluation.eval_extractors import DROP_STAGE, custom_extractors
+    from components.splits import TEST
     from pipeline.dag.slices import slice_plan
 
     config, summary, _ = pipeline_run
@@ -106,7 +111,8 @@ def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing
     if sliced:
         plan = slice_plan(config)
         prepared, record = slicing.prepare(slicing.SlicePlan.from_json(plan),
-                                           json_format.MessageToJson(_shipped_eval_config()), inputs, {})
+                                           json_format.MessageToJson(_shipped_eval_config()), inputs,
+                                           {specs.EXAMPLE_SPLITS_KEY: json.dumps([TEST])})
         assert [s["columns"] for s in record.slices] == [["island"], ["sex"]]
         ours_extra, theirs_extra = {slicing.SLICING_KEY: plan}, {specs.EVAL_CONFIG_KEY: prepared}
     ours = run_executor(Executor, inputs, config, str(tmp_path / "ours"), ours_extra)
@@ -169,3 +175,33 @@ def test_only_the_slices_columns_are_kept_and_a_query_key_keeps_every_feature():
     by_query.CopyFrom(shipped)
     by_query.metrics_specs[0].query_key = "island"
     assert not features_unused(by_query)
+def test_it_blesses_on_the_test_split_and_scores_the_trivial_model_on_the_same_rows(pipeline_run):
+    """The shared run's evaluation: on the test split, which the Trainer's eval split does not overlap; its row
+    count is the test split's; the trivial model's accuracy is the train split's most frequent species' share of
+    the test rows, counted here from ExampleGen's raw rows; Transform transformed the test split too."""
+    from collections import Counter
+
+    from bench import scoring
+    from components.evaluation import trivial
+    from components.splits import EVAL, TEST, TRAIN
+
+    config, summary, console = pipeline_run
+    evaluation = summary.output("Evaluator", "ModelEvaluation")
+    assert evaluation.properties[trivial.SPLIT] == summary.eval_split == TEST
+    root = config.pipeline.pipeline_root
+    rows = {split: scoring.examples(root, split) for split in (TRAIN, EVAL, TEST)}
+    serialized = {split: {r.SerializeToString(deterministic=True) for r in found} for split, found in rows.items()}
+    assert serialized[EVAL] and serialized[TEST] and not serialized[EVAL] & serialized[TEST]
+    assert summary.metrics["example_count"] == len(rows[TEST])
+    species = {split: [scoring.value(r, "species") for r in found] for split, found in rows.items()}
+    [(majority, _)] = Counter(species[TRAIN]).most_common(1)
+    # MLMD's SQLite store keeps 6 significant digits of a double property.
+    assert summary.trivial_metric == pytest.approx(species[TEST].count(majority) / len(rows[TEST]), rel=5e-6)
+    assert not summary.trivial_sets_the_bar  # configs/local.yaml's lower_bound 0.9 is stricter
+    assert summary.metrics["sparse_categorical_accuracy"] > summary.trivial_metric
+    transformed = summary.output("Transform", "Examples")
+    assert sorted(json.loads(transformed.properties["split_names"])) == sorted([TRAIN, EVAL, TEST])
+    # Each number says its split: the exported step's on eval, the Evaluator's on test.
+    assert f"(eval accuracy {summary.exported.value:.4f};" in console
+    assert f"test accuracy: {summary.metrics['sparse_categorical_accuracy']:.4f} (trivial model " in console
+    assert f"test examples: {len(rows[TEST])}" in console

@@ -91,8 +91,12 @@ def test_weak_model_is_not_pushed(rejected_run):
     assert config.trainer.train_steps == 1
     assert summary.blessed is False and summary.pushed_path is None, text
     acc, base = summary.metrics[ACCURACY], summary.baseline_metrics[ACCURACY]
-    assert acc < bounds(config)[0] or acc < base
-    # The summary says why, with both numbers.
-    assert f"eval accuracy: {acc:.4f} (lower bound 0.9; baseline {base:.4f}" in text, text
-    assert "blessed: NO" in text and "why: sparse_categorical_accuracy" in text, text
+    assert acc < bounds(config)[0] and acc < base
+    # The summary says why, with the numbers: the test split's value, the trivial model's, the bound, the serving
+    # model's; each failed threshold in words.
+    assert (f"test accuracy: {acc:.4f} (trivial model {summary.trivial_metric:.4f}; serving model {base:.4f}; "
+            "bar: lower bound 0.9, no worse than the serving model)") in text, text
+    assert "blessed: NO" in text, text
+    assert f"why: test accuracy {acc:.4f} is below the lower bound 0.9 (evaluator.lower_bound; " in text, text
+    assert f"why: test accuracy {acc:.4f} is worse than the serving model's {base:.4f}" in text, text
     assert rejected_run.serving_after == rejected_run.serving_before

@@ -85,3 +85,9 @@ def test_resources_a_cluster_would_refuse_are_config_errors(setting, message, tm
 
     with pytest.raises(ConfigError, match=message):
         compile_pipeline(kubeflow_config(setting), tmp_path / "p.yaml")
+
+
+def test_the_package_splits_three_ways_and_evaluates_on_test():
+    from tests.test_vertex_compile import assert_three_splits
+
+    assert_three_splits(load_spec(compiled_package()), kubeflow_config())

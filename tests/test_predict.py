@@ -18,6 +18,7 @@ from components.scoring.columns import Columns, ColumnType
 from components.scoring.rows import score_rows
 from components.serving import serving_dir
 from pipeline.cli import main
+from pipeline.config import load_config
 from pipeline.runs.mlmd import Reader, open_store
 from pipeline.runs.report import render
 from tests.conftest import CONFIG
@@ -103,6 +104,46 @@ def test_a_label_with_no_version_and_an_unknown_version_are_named(finished_run, 
     assert _predict(run, tmp_path, PENGUINS, "--version", "7") == 2
     assert "--version 7: not a pushed version" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.e2e
+def test_a_version_pushed_before_it_recorded_its_inputs_needs_the_schema_file(finished_run, tmp_path, capsys):
+    """Versions pushed before trainer/model_inputs.py kept the record: predict says what is missing and what to set,
+    and reads them with data.schema_file as it always did."""
+    import shutil
+
+    from components.serving import model_config
+    from trainer import model_inputs
+
+    run = finished_run()
+    old = load_config(CONFIG, [f"pipeline.root={tmp_path / 'root'}"])
+    version = Path(old.pipeline.serving_dir) / Path(run.summary.pushed_path).name
+    shutil.copytree(run.summary.pushed_path, version)
+    Path(model_inputs.path(str(version))).unlink()
+    model_config.write(old.pipeline.serving_dir, old.pipeline.name, model_config.Labels(stable=int(version.name)),
+                       None)
+    args = ["predict", "--config", CONFIG, "--set", f"pipeline.root={tmp_path / 'root'}", "--input", str(PENGUINS)]
+    assert main([*args, "--output", str(tmp_path / "none"), "--set", "data.schema_file="]) == 2
+    err = capsys.readouterr().err
+    assert f"version {version.name} was pushed before versions recorded the columns they read" in err
+    assert "model_inputs.json is missing), and the config has no data.schema_file: set it" in err
+    assert main([*args, "--output", str(tmp_path / "out")]) == 0
+    got = list(csv.DictReader((tmp_path / "out" / "penguins.csv").open()))
+    assert len(got) == 344 and {g["class_name"] for g in got} <= {"Adelie", "Chinstrap", "Gentoo"}
+
+
+def test_a_binary_class_id_gets_its_name_beside_it():
+    from components.scoring.output import layout_of
+    from components.scoring.rows import Chunk
+
+    layout = layout_of({"class_id": [-1], "probability": [-1]}, ["id"], None, "csv", ("no", "yes"))
+    assert layout.columns == ["line", "id", "class_id", "class_name", "probability"]
+    chunk = Chunk(0, 0, [2, 3], [[b"a"], [b"b"]], [b"", b""], [])
+    text = layout.lines(chunk, {"class_id": np.array([1, 0]), "probability": np.array([0.75, 0.25], np.float32)})
+    assert text.decode() == "2,a,1,yes,0.75\n3,b,0,no,0.25\n"
+    # Without names (a regression, an integer label), the layout is the signature's outputs alone.
+    assert layout_of({"class_id": [-1], "probability": [-1]}, [], None, "csv").columns == [
+        "line", "class_id", "probability"]
 
 
 def test_line_numbers_count_the_lines_of_quoted_cells(tmp_path):

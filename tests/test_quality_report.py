@@ -50,9 +50,9 @@ def _rows(section: str) -> list[list[str]]:
 def test_quality_first_the_metric_its_bound_and_the_serving_model_then_every_slice():
     section = quality_section(_summary())
     rows = _rows(section)
-    assert ["this model", "0.8500", "bound ≥ 0.7: met"] in rows
+    assert ["this model", "0.8500", "bar: lower bound 0.7: met"] in rows
     assert ["the model serving now", "0.9000", "this model is worse by 0.0500 on the same rows"] in rows
-    assert "auc on the eval split (300 examples)" in section
+    assert "auc on the eval split (300 examples)" in section  # a run from before the test split
     assert "Not blessed" in section and "slice region=west" in section
     assert ["region=west", "150", "0.4000", "0.4500", "FAILED"] in rows
     assert ["region=east", "140", "0.9700", "0.9600", "passed"] in rows
@@ -62,9 +62,10 @@ def test_quality_first_the_metric_its_bound_and_the_serving_model_then_every_sli
 
 
 def test_the_trivial_model_and_the_split_show_when_the_run_recorded_them():
-    rows = _rows(quality_section(_summary(trivial_metric=0.5, eval_split="test", baseline=None)))
-    assert ["the trivial model", "0.5000", "class priors or the training mean, on the same rows: this model is better"
-            ] in rows
+    rows = _rows(quality_section(_summary(trivial_metric=0.5, eval_split="test", baseline=None,
+                                          trivial_model="the same score for every row: AUC 0.5")))
+    assert ["the trivial model", "0.5000", "the same score for every row: AUC 0.5, on the same rows: this model is "
+                                           "better"] in rows
     assert ["the model serving now", "–", "none was serving"] in rows
     assert "auc on the test split" in quality_section(_summary(eval_split="test"))
     [trivial] = [r for r in _rows(quality_section(_summary(trivial_metric=0.9))) if r[:1] == ["the trivial model"]]

@@ -19,7 +19,7 @@ from pipeline.local.runner import run_local
 from pipeline.runs.history import Row, format_history, history
 from pipeline.runs.history_page import history_figure
 from pipeline.runs.report import REPORT_FILE, read_scalars, render, run_dir
-from pipeline.runs.summary import ACCURACY, format_summary, summarize
+from pipeline.runs.summary import ACCURACY, format_summary, main_result, summarize, why_not_blessed
 from tests.bad_inputs import write_case
 from tests.conftest import CONFIG
 
@@ -68,6 +68,8 @@ def test_report_shows_what_the_run_recorded(report):
     components = _section(page, "components")
     for c in summary.components:
         assert f"<td>{c.name}</td><td>{c.state}</td><td>{c.seconds:.1f}</td>" in components
+    assert f"<td>sum of the components</td><td></td><td>{sum(c.seconds for c in summary.components):.1f}</td>" \
+        in components
     data = _section(page, "data")
     for name in (*(f.name for f in (*config.features.numeric, *config.features.categorical)), config.features.label):
         assert f"<td>{name}</td>" in data
@@ -81,8 +83,12 @@ def test_report_shows_what_the_run_recorded(report):
     assert "<td>species</td><td>label</td><td>multiclass</td><td>from the config</td>" in columns
     assert "<td>island</td><td>categorical</td>" in columns and "<td>year</td><td>ignored</td>" in columns
     evaluation = _section(page, "evaluation")
-    assert f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>" in evaluation
-    assert f"&ge; {config.evaluator.lower_bound:.4g}" in evaluation
+    # On the test split, beside the trivial model, against the configured bound (stricter than the trivial model's).
+    assert f"On the <b>test</b> split ({summary.metrics['example_count']:.0f} rows)" in evaluation
+    bound = config.evaluator.lower_bound
+    assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td><td>&ndash;</td>"
+            f"<td>{summary.trivial_metric:.4f}</td><td>lower bound {bound:.6g}</td>") in evaluation
+    assert f"<td>example_count</td><td>{summary.metrics['example_count']:.0f}</td>" in evaluation  # a count
     assert "<b>Blessed</b>" in evaluation and "no model was serving yet" in evaluation
     assert summary.pushed_path in evaluation
     snapshot = _section(page, "snapshot")
@@ -136,8 +142,12 @@ def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):
     latest = summarize(config.pipeline.metadata_path, config.pipeline.name).run_id
     assert cli.main(["report", "--set", root]) == EXIT_OK
     assert capsys.readouterr().out.strip() == os.path.join(run_dir(config, latest), REPORT_FILE)
+    # The id as the run's directory is named (no ':') works too; a miss names the newest ids.
+    assert cli.main(["report", summary.run_id.replace(":", ""), "--set", root]) == EXIT_OK
+    assert capsys.readouterr().out.strip() == path
     assert cli.main(["report", "no-such-run", "--set", root]) == EXIT_FAILED
-    assert "no run 'no-such-run'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no run 'no-such-run'" in err and f"the newest runs of {config.pipeline.name!r}: {latest}" in err
 
 
 def test_a_rejected_candidate_shows_baseline_numbers_and_why(rejected_run, safety_run):
@@ -149,8 +159,10 @@ def test_a_rejected_candidate_shows_baseline_numbers_and_why(rejected_run, safet
     assert (f"<td>{ACCURACY}</td><td>{summary.metrics[ACCURACY]:.4f}</td>"
             f"<td>{safety_run.summary.metrics[ACCURACY]:.4f}</td>") in evaluation
     assert "<b>Not blessed</b>" in evaluation and "Pushed by this run: nothing, not blessed" in evaluation
-    assert summary.validation_failures
-    assert all(html.escape(f) in evaluation for f in summary.validation_failures)
+    reasons = why_not_blessed(summary, main_result(summary))
+    assert summary.validation_failures and reasons
+    assert reasons[0].startswith(f"test accuracy {summary.metrics[ACCURACY]:.4f} is ")
+    assert all(f"<li>{html.escape(f)}</li>" in evaluation for f in reasons)
 
 
 def _said(page: str, key: str) -> str:
@@ -201,6 +213,7 @@ def test_a_blocked_run_reports_what_the_summary_says(safety_run, tmp_path):
 def test_history_shows_the_trainers_cpu_hours_of_a_local_run(report):
     config, summary, *_ = report
     [row] = [r for r in history(config) if r.run_id == summary.run_id]
+    assert row.drift == "-"  # the root's first run: its drift gate had no serving model to compare with
     assert row.cost.where == "local" and row.cost.usd is None
     assert row.cost.pool_hours == pytest.approx(summary.trainer.cpu_seconds / 3600) and row.cost.pool_hours > 0
     text = format_history(history(config))
@@ -211,6 +224,14 @@ def test_history_shows_the_trainers_cpu_hours_of_a_local_run(report):
     assert f"<td>training cost</td><td>{html.escape(row.cost.describe())}</td>" in _section(report[4], "overview")
 
 
+def test_counts_print_as_whole_numbers_and_metrics_to_four_decimals():
+    from pipeline.runs.summary import metric_text
+
+    assert metric_text("example_count", 10808.0) == "10,808" and metric_text("weighted_example_count", 84.0) == "84"
+    assert metric_text("weighted_example_count", 84.5) == "84.5000"  # weighted: not a count of rows
+    assert metric_text("accuracy", 1.0) == "1.0000" and metric_text("auc", None) == "-"
+
+
 def test_history_plot_labels_its_axis_with_the_metric_and_marks_blocked_runs():
     def row(metric, pushed=None, stopped_by=None):
         return Row(run_id="r", spans="-", rows=None, drift="-", metric=metric, blessed=metric is not None,
@@ -218,9 +239,9 @@ def test_history_plot_labels_its_axis_with_the_metric_and_marks_blocked_runs():
 
     fig = history_figure([row(0.95, pushed="1"), row(None, stopped_by="DataGate"), row(0.94)], "rmse")
     [ax] = fig.axes
-    assert ax.get_ylabel() == "eval rmse"
+    assert ax.get_ylabel() == "test rmse"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "eval rmse", "pushed", "nothing new / not blessed", "blocked by a gate (no metric)"]
+        "test rmse", "pushed", "nothing new / not blessed", "blocked by a gate (no metric)"]
     fig = history_figure([row(0.95, pushed="1")], "accuracy")
     assert "blocked by a gate (no metric)" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
 

@@ -40,6 +40,8 @@ def test_three_spans_push_retrain_and_stop_on_drift(simulation):
     rows = history(config)
     assert [r.spans for r in rows] == ["span-1", "span-1,span-2", "span-2,span-3"], text
     first, second, third = rows
+    # Span 1's gate had no serving model to compare with: not checked, not "ok" (docs/retraining.md, history).
+    assert [r.drift for r in rows] == ["-", "ok", "DRIFT"], text
     # Span 1 trains and pushes; span 2 retrains, is judged against span 1's model, and is pushed.
     assert first.outcome == "pushed" and second.outcome == "pushed", text
     second_summary = summarize(config.pipeline.metadata_path, config.pipeline.name, second.run_id)

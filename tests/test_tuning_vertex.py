@@ -91,7 +91,13 @@ def test_the_trials_are_the_trainers_customjob_with_the_trial_command_and_the_sp
     assert specs["dropout"]["double_value_spec"] == {"min_value": 0.0, "max_value": 0.3}  # proto3 JSON drops the 0
 
 
-def test_the_job_is_sent_polled_and_its_best_trial_becomes_the_record(tmp_path, stand_in):
+def test_the_job_is_sent_polled_and_its_best_trial_becomes_the_record(tmp_path, stand_in, monkeypatch):
+    import hypertune.hypertune
+
+    # cloudml-hypertune's fallback file, where a HyperTune made without the trial's CLOUD_ML_HP_METRIC_FILE writes
+    # (its default, /tmp/hypertune: two trials making that directory at once race on a fresh machine).
+    default = tmp_path / "hypertune-default"
+    monkeypatch.setattr(hypertune.hypertune, "_DEFAULT_METRIC_PATH", str(default / "output.metrics"))
     fake, client = stand_in
     fake.metric, fake.trial_seconds = "accuracy", 0.05
     fake.objective = lambda values: 1 / float(values["learning_rate"])  # the lowest rate wins
@@ -114,6 +120,7 @@ def test_the_job_is_sent_polled_and_its_best_trial_becomes_the_record(tmp_path, 
     assert all(sorted(a.split("=")[0] for a in t.args) == ["--dropout", "--global_batch_size", "--hidden_units",
                                                            "--learning_rate", "--train_steps"] for t in fake.trials)
     assert all(0.0 <= float(t.values["dropout"]) <= 0.3 for t in fake.trials)
+    assert not default.exists(), "a trial reported to cloudml-hypertune's default file, not the one Vertex gave it"
 
 
 @pytest.mark.parametrize("breaks, field", [

@@ -425,3 +425,29 @@ def test_example_gen_reads_the_snapshot_artifact_and_the_baseline_is_the_model_s
     assert tasks["Evaluator"].inputs("artifacts")["baseline_model"]["taskOutputArtifact"] == serving
     base = tasks["Trainer"].inputs("artifacts").get("base_model", {}).get("taskOutputArtifact")
     assert base == (serving if "trainer.warm_start=true" in overrides else None)
+
+
+def assert_three_splits(pipeline_spec: dict, config) -> None:
+    """ExampleGen writes train, eval and test as the config shares them; Transform transforms every split (TFX's
+    default without splits_config); the Evaluator evaluates test, with Transform's output for the trivial model."""
+    from pipeline.dag.splits import split_buckets
+    from pipeline.spec import model as spec_model
+
+    tasks = {t.name: t for t in spec_model.read(pipeline_spec).tasks()}
+
+    def parameter(task: str, name: str) -> str:
+        value = tasks[task].inputs("parameters")[name]["runtimeValue"]
+        # PipelineSpec 2.1 (Kubeflow) writes `constant`; Vertex's 2.0 `constantValue.stringValue`.
+        return value["constant"] if "constant" in value else value["constantValue"]["stringValue"]
+
+    splits = json.loads(parameter("CsvExampleGen", "output_config"))["split_config"]["splits"]
+    assert [(s["name"], s["hash_buckets"]) for s in splits] == list(split_buckets(config).items())
+    assert [s["name"] for s in splits] == ["train", "eval", "test"]
+    assert "splits_config" not in tasks["Transform"].inputs("parameters")
+    assert json.loads(parameter("Evaluator", "example_splits")) == ["test"]
+    transformed = tasks["Evaluator"].inputs("artifacts")["transformed_examples"]["taskOutputArtifact"]
+    assert transformed == {"producerTask": "Transform", "outputArtifactKey": "transformed_examples"}
+
+
+def test_the_compiled_spec_splits_three_ways_and_evaluates_on_test(spec):
+    assert_three_splits(spec["pipelineSpec"], vertex_config())

@@ -277,3 +277,6 @@ def test_what_cannot_reach_the_dry_runs_stand_in_is_refused_naming_why(tmp_path,
     assert main(["serving", "status", "--config", "configs/vertex.yaml", *(f"--set={s}" for s in sets),
                  "--dryrun-dir", str(tmp_path / "none")]) != 0
     assert "no dry run's bucket at" in capsys.readouterr().err
+    # The local default config has no bucket to map (what a person types without --config).
+    assert main(["serving", "status", "--dryrun-dir", str(tmp_path / "none")]) == 2
+    assert "--dryrun-dir acts on a dry run of a cloud config" in capsys.readouterr().err

@@ -7,12 +7,19 @@ import tensorflow_transform as tft
 import tf_keras
 from tf_keras.src.saving.legacy.saved_model import utils as keras_saving
 
-from trainer import features
+from trainer import features, model_inputs
 from trainer.feature_config import ResolvedFeatures
 from trainer.tasks import Task
 
 SERVING_SIGNATURE = "serving_default"
 TRANSFORM_SIGNATURE = "transform_features"
+
+
+def request_spec(raw_spec: dict, resolved: ResolvedFeatures) -> dict:
+    """What serve parses: the raw feature spec without the label and the columns the model does not use, which
+    clients do not send."""
+    unsent = {resolved.label, *resolved.unused}
+    return {k: v for k, v in raw_spec.items() if k not in unsent}
 
 
 class ServingModule(tf.Module):
@@ -27,9 +34,7 @@ class ServingModule(tf.Module):
             self.class_names = tf.constant(tf_transform_output.vocabulary_by_name(
                 features.vocab_name(resolved.label)))
         self._raw_spec = tf_transform_output.raw_feature_spec()
-        # Clients send neither the label nor the columns the model does not use.
-        unsent = {resolved.label, *resolved.unused}
-        self._request_spec = {k: v for k, v in self._raw_spec.items() if k not in unsent}
+        self._request_spec = request_spec(self._raw_spec, resolved)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")], autograph=False)
     def serve(self, examples):
@@ -51,4 +56,8 @@ def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTrans
     with keras_saving.keras_option_scope(save_traces=False):
         tf.saved_model.save(module, export_dir, signatures={
             SERVING_SIGNATURE: module.serve, TRANSFORM_SIGNATURE: module.transform_features})
+    # What serve parses and how the columns were read, beside the graph: batch scoring reads the version alone.
+    model_inputs.write(export_dir, model_inputs.describe(
+        request_spec(tf_transform_output.raw_feature_spec(), resolved), resolved,
+        tf_transform_output.raw_metadata.schema))
     return export_dir

@@ -23,18 +23,14 @@ class MainMetric:
     tfma_class: str  # MetricConfig.class_name
     label: str       # how summaries call it
     higher_is_better: bool
-    # Used when evaluator.lower_bound / upper_bound are unset.
-    default_lower_bound: Optional[float] = None
-    default_upper_bound: Optional[float] = None
     fraction: bool = True  # lies in [0, 1]
 
 
+# The bar by default is the trivial model's value on the same rows (components/evaluation/trivial.py); the
+# evaluator section may set a stricter one.
 MAIN_METRICS = {
-    # 0.9 is the bar this pipeline always had for its multi-class default dataset.
-    "multiclass": MainMetric("sparse_categorical_accuracy", "SparseCategoricalAccuracy", "accuracy", True, 0.9),
-    # Better than chance, at the least; set a real bar for your data.
-    "binary": MainMetric("auc", "AUC", "auc", True, 0.5),
-    # No bar fits every label's units: the config must set evaluator.upper_bound.
+    "multiclass": MainMetric("sparse_categorical_accuracy", "SparseCategoricalAccuracy", "accuracy", True),
+    "binary": MainMetric("auc", "AUC", "auc", True),
     "regression": MainMetric("root_mean_squared_error", "RootMeanSquaredError", "rmse", False, fraction=False),
 }
 # Reported next to the main metric; not gated.

@@ -1,6 +1,7 @@
 """Evaluator whose eager Keras metric updates are not converted by autograph, whose TFMA extractors drop the
-features no slice reads before unbatching (components/evaluation/eval_extractors.py), and whose slices and
-per-slice gates are decided when it runs (components/evaluation/slicing.py). (docs/internals.md)"""
+features no slice reads before unbatching (components/evaluation/eval_extractors.py), whose candidate must beat
+the trivial model on the rows it evaluates (components/evaluation/trivial.py), and whose slices and per-slice
+gates are decided when it runs (components/evaluation/slicing.py). (docs/internals.md)"""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import tensorflow as tf
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.components.evaluator.component import Evaluator
-from tfx.dsl.components.base import base_component, executor_spec
-from tfx.types import standard_artifacts, standard_component_specs
-from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.types import component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import json_utils
 
-from components.evaluation import eval_extractors, slicing
+from components.evaluation import eval_extractors, slicing, trivial
 from components.serving.serving_model import is_empty
 from trainer.tasks import MAIN_METRICS
 
@@ -33,19 +33,24 @@ class Executor(evaluator_executor.Executor):
            exec_properties: dict[str, Any]) -> None:
         if any(is_empty(m) for m in input_dict.get(BASELINE, [])):
             input_dict = {**input_dict, BASELINE: []}
-        configured = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
         exec_properties = {**exec_properties, CUSTOM_EXTRACTORS: EXTRACTORS_FN}
+        # Before TFMA: the trivial model's bound on the main metric, so TFMA's blessing already holds it.
+        exec_properties, trivial_model = trivial.score(input_dict, exec_properties)
+        # The bounds as configured and tightened, before the slicing moves them to per-slice thresholds.
+        bounded = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
         plan = slicing.plan_of(exec_properties)
         if plan is not None:
-            sliced, record = slicing.prepare(plan, configured, input_dict, exec_properties)
+            sliced, record = slicing.prepare(plan, bounded, input_dict, exec_properties)
             exec_properties = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: sliced}
         tf.autograph.experimental.do_not_convert(super().Do)(input_dict, output_dict, exec_properties)
         evaluation = output_dict.get(standard_component_specs.EVALUATION_KEY)
+        if evaluation:
+            trivial.record(evaluation[0], exec_properties, trivial_model)
         blessing = output_dict.get(standard_component_specs.BLESSING_KEY)
         if plan is not None and evaluation:
             slicing.check_counts(record, evaluation[0].uri)
             slicing.keep(evaluation[0], record)
-        found = gated_metric(configured, evaluation[0].uri) if evaluation and blessing else None
+        found = gated_metric(bounded, evaluation[0].uri) if evaluation and blessing else None
         if found is not None:
             blessing[0].set_string_custom_property(MAIN_METRIC, found[0])
             blessing[0].set_float_custom_property(MAIN_METRIC_VALUE, found[1])
@@ -57,11 +62,10 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
     import tensorflow_model_analysis as tfma
     from google.protobuf import json_format
 
-    config = json_format.Parse(eval_config_json, tfma.EvalConfig())
-    gated = {m.class_name for spec in config.metrics_specs for m in spec.metrics if m.HasField("threshold")}
-    main = next((m for m in MAIN_METRICS.values() if m.tfma_class in gated), None)
-    if main is None:
+    task = trivial.gated_task(json_format.Parse(eval_config_json, tfma.EvalConfig()))
+    if task is None:
         return None
+    main = MAIN_METRICS[task]
     for per_slice in tfma.load_metrics(evaluation_uri):
         if per_slice.slice_key.single_slice_keys:
             continue
@@ -71,26 +75,29 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
     return None
 
 
-class SlicingEvaluatorSpec(standard_component_specs.EvaluatorSpec):
-    """TFX's Evaluator spec, with the run's TransformGraph (its column roles) and the slice plan."""
+class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
+    """TFX's, with Transform's output (the labels the trivial model is fitted on, train, and scored on), the run's
+    TransformGraph (its column roles pick the auto slices) and the slice plan."""
     PARAMETERS = {**standard_component_specs.EvaluatorSpec.PARAMETERS,
-                  slicing.SLICING_KEY: ExecutionParameter(type=str, optional=True)}
+                  slicing.SLICING_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
     INPUTS = {**standard_component_specs.EvaluatorSpec.INPUTS,
-              slicing.TRANSFORM_GRAPH_KEY: ChannelParameter(type=standard_artifacts.TransformGraph, optional=True)}
+              trivial.TRANSFORMED_EXAMPLES: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+              slicing.TRANSFORM_GRAPH_KEY: component_spec.ChannelParameter(type=standard_artifacts.TransformGraph,
+                                                                           optional=True)}
 
 
 class EagerMetricsEvaluator(Evaluator):
-    SPEC_CLASS = SlicingEvaluatorSpec
+    SPEC_CLASS = EvaluatorSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
-    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, eval_config,
-                 baseline_model: Optional[types.BaseChannel] = None, example_splits: Optional[list[str]] = None,
+    def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, baseline_model: types.BaseChannel,
+                 transformed_examples: types.BaseChannel, eval_config, example_splits: list[str],
                  transform_graph: Optional[types.BaseChannel] = None, slice_plan: Optional[str] = None):
-        """TFX's Evaluator's arguments that the pipeline uses, and the slicing's (TFX's __init__ builds its own
-        spec class, so this builds ours the same way)."""
-        base_component.BaseComponent.__init__(self, spec=SlicingEvaluatorSpec(
+        # The parameters TFX's Evaluator.__init__ sets for these arguments, and the inputs and parameter more.
+        base_beam_component.BaseBeamComponent.__init__(self, spec=EvaluatorSpec(
             examples=examples, model=model, baseline_model=baseline_model, eval_config=eval_config,
-            example_splits=json_utils.dumps(example_splits), fairness_indicator_thresholds=json_utils.dumps(None),
+            fairness_indicator_thresholds=json_utils.dumps(None), example_splits=json_utils.dumps(example_splits),
             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
             blessing=types.Channel(type=standard_artifacts.ModelBlessing),
-            transform_graph=transform_graph, slicing=slice_plan))
+            **{trivial.TRANSFORMED_EXAMPLES: transformed_examples, slicing.TRANSFORM_GRAPH_KEY: transform_graph,
+               slicing.SLICING_KEY: slice_plan}))

@@ -12,6 +12,8 @@ from components.errors import CsvInputError
 ColumnType = csv_decoder.ColumnType
 # The schema's types as TFX's CSV decoder maps them (tfx_bsl/coders/csv_decoder.py _SCHEMA_TYPE_TO_COLUMN_TYPE).
 _SCHEMA_TYPES = {"INT": ColumnType.INT, "FLOAT": ColumnType.FLOAT, "BYTES": ColumnType.STRING}
+# The same for a model's recorded inputs (trainer/model_inputs.py: trainer/feature_config.ColumnType).
+_INPUT_TYPES = {"int": ColumnType.INT, "float": ColumnType.FLOAT, "string": ColumnType.STRING}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,5 +53,15 @@ def from_schema(schema, inputs: Iterable[str], keep: Iterable[str], missing_valu
         types[name] = _SCHEMA_TYPES[kind]
         if feature.HasField("shape"):
             required.add(name)
-    return Columns(tuple(inputs), types, frozenset(required), tuple(keep),
-                   tuple(t.encode() for t in missing_values if t))
+    return Columns(tuple(inputs), types, frozenset(required), tuple(keep), _tokens(missing_values))
+
+
+def from_model_inputs(recorded, keep: Iterable[str], missing_values: Iterable[str]) -> Columns:
+    """The columns a version recorded when it was exported (trainer/model_inputs.ModelInputs): its request's raw
+    columns, their types, and those parsed without a default (required), exactly as its serving_default reads them."""
+    return Columns(tuple(i.name for i in recorded.inputs), {i.name: _INPUT_TYPES[i.type] for i in recorded.inputs},
+                   frozenset(i.name for i in recorded.inputs if i.required), tuple(keep), _tokens(missing_values))
+
+
+def _tokens(missing_values: Iterable[str]) -> tuple[bytes, ...]:
+    return tuple(t.encode() for t in missing_values if t)

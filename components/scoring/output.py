@@ -27,6 +27,8 @@ class Layout:
     keep: tuple[str, ...]
     outputs: tuple[tuple[str, tuple[str, ...]], ...]  # (serving output, its columns)
     format: str = "csv"
+    # The names of class_id 0 and 1 (a binary task on a string label): a class_name column follows class_id.
+    id_names: tuple[str, ...] = ()
 
     @property
     def columns(self) -> list[str]:
@@ -39,6 +41,9 @@ class Layout:
         if not chunk.lines:
             return b""
         values = [chunk.lines, *([c.decode("utf-8", "replace") for c in col] for col in zip(*chunk.keep))]
+        if self.id_names:
+            outputs = {**outputs, tasks.CLASS_NAME: np.array([n.encode() for n in self.id_names],
+                                                             dtype=object)[outputs[tasks.CLASS_ID]]}
         for key, names in self.outputs:
             out = outputs[key]
             values.extend(out[:, i] for i in range(len(names))) if out.ndim == 2 else values.append(out)
@@ -49,10 +54,14 @@ class Layout:
                        for row in zip(*(_json(v) for v in values))).encode()
 
 
-def layout_of(output_dims: dict, keep: Sequence[str], class_names: Optional[Sequence[str]], format: str) -> Layout:
-    """The layout for a serving signature's outputs ({key: dims}, scoring/model.output_dims)."""
+def layout_of(output_dims: dict, keep: Sequence[str], class_names: Optional[Sequence[str]], format: str,
+              id_names: Sequence[str] = ()) -> Layout:
+    """The layout for a serving signature's outputs ({key: dims}, scoring/model.output_dims); `id_names`: what
+    class_id 0 and 1 mean, for a class_name column the signature does not return (binary)."""
+    named = bool(id_names) and tasks.CLASS_ID in output_dims and tasks.CLASS_NAME not in output_dims
+    dims_of = {**output_dims, **({tasks.CLASS_NAME: output_dims[tasks.CLASS_ID]} if named else {})}
     outputs = []
-    for key, dims in sorted(output_dims.items()):
+    for key, dims in sorted(dims_of.items()):
         if len(dims) == 2:
             width = dims[1]
             names = [f"probability_{c}" for c in class_names] if key == tasks.PROBABILITIES and class_names \
@@ -60,7 +69,7 @@ def layout_of(output_dims: dict, keep: Sequence[str], class_names: Optional[Sequ
             outputs.append((key, tuple(names)))
         else:
             outputs.append((key, (key,)))
-    layout = Layout(tuple(keep), tuple(outputs), format)
+    layout = Layout(tuple(keep), tuple(outputs), format, tuple(id_names) if named else ())
     clash = sorted({c for c in layout.columns if layout.columns.count(c) > 1})
     if clash:
         raise ValueError(f"predict.keep: {', '.join(clash)} is also an output column; keep it under another name")

@@ -13,6 +13,7 @@ import tempfile
 from typing import Optional
 
 from components.serving import warmup
+from components.splits import EVAL
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
 
@@ -25,7 +26,7 @@ class GateSettings:
     max_latency_ms: float = 1000.0   # the slowest replayed request's bound, after one untimed pass
     timeout_seconds: float = 300.0   # the probe process as a whole
     drop_features: tuple[str, ...] = ()  # what clients don't send: the label, ignored columns
-    split: str = "eval"
+    split: str = EVAL  # warm-up rows come from eval: the test split stays the Evaluator's alone
     rollout: str = "direct"          # direct | canary (components/serving/rollout.py)
     # components/serving/vertex_endpoint.py Target's fields; None: TF Serving only
     vertex_endpoint: Optional[dict] = None

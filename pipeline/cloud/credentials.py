@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from pipeline.endpoints import parse_endpoint
-from pipeline.errors import ConfigError
+from pipeline.errors import CommandFailed, ConfigError
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 def endpoint_credentials(endpoint: Optional[str], flag: str):
@@ -22,3 +24,17 @@ def endpoint_credentials(endpoint: Optional[str], flag: str):
     from google.auth.credentials import AnonymousCredentials
 
     return AnonymousCredentials()
+
+
+def application_default(scopes: Optional[list[str]] = None):
+    """Application Default Credentials; without any, CommandFailed saying how to get them (not google-auth's
+    traceback)."""
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _ = google.auth.default(scopes=scopes or [CLOUD_PLATFORM_SCOPE])
+    except DefaultCredentialsError:
+        raise CommandFailed("no Application Default Credentials: run `gcloud auth application-default login`") \
+            from None
+    return credentials

@@ -6,31 +6,22 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from pipeline.cloud.credentials import endpoint_credentials
-from pipeline.errors import CommandFailed
+from pipeline.cloud.credentials import CLOUD_PLATFORM_SCOPE, application_default, endpoint_credentials
 
 # Every API preflight calls, by the name its calls use here (<name>.googleapis.com); a call to another is
 # refused, and infra/terraform enables each of these (tests/test_infra.py checks it).
 APIS = ("serviceusage", "storage", "cloudresourcemanager", "iam", "policytroubleshooter", "artifactregistry",
         "compute")
-_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+_SCOPES = [CLOUD_PLATFORM_SCOPE]
 TIMEOUT_SECONDS = 30
 
 
 class GoogleApis:
     def __init__(self, project: str, endpoint: Optional[str] = None):
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
         from google.auth.transport.requests import AuthorizedSession
 
         self.project, self.endpoint = project, endpoint.rstrip("/") if endpoint else None
-        self.credentials = endpoint_credentials(endpoint, "--preflight-endpoint")
-        if self.credentials is None:
-            try:
-                self.credentials, _ = google.auth.default(scopes=_SCOPES)
-            except DefaultCredentialsError:
-                raise CommandFailed("no Application Default Credentials: run "
-                                    "`gcloud auth application-default login`") from None
+        self.credentials = endpoint_credentials(endpoint, "--preflight-endpoint") or application_default(_SCOPES)
         self.session = AuthorizedSession(self.credentials)
 
     def _host(self, api: str) -> str:

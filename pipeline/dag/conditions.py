@@ -14,6 +14,7 @@ from tfx.dsl.experimental.conditionals.conditional import Cond
 from components.data.snapshot.component import SNAPSHOT_KEY, Snapshot
 from components.data.snapshot.newness import NEW_SPAN
 from pipeline.config import Config
+from pipeline.dag.splits import split_buckets
 
 
 def checks_new_span(config: Config) -> bool:
@@ -29,7 +30,7 @@ def training_config_digest(config: Config, code_version: str) -> str:
     change to any of them makes the run new; evaluator, gates, Beam, caching and where things live do not."""
     decides = {"features": config.features.model_dump() if config.features else None,
                "trainer": config.trainer.model_dump(),
-               "split": [config.data.train_buckets, config.data.eval_buckets],
+               "split": list(split_buckets(config).values()),
                "worker_pool": config.vertex.worker_pool.model_dump() if config.vertex else None,
                "code": code_version,
                # Only when set, so a config without one keeps its digest.

@@ -1,5 +1,6 @@
-"""The Evaluator's config: the task's main metric gated by the configured bounds and
-against the model serving now, plus the task's other metrics for the record."""
+"""The Evaluator's config: the task's main metric gated by the configured bounds (which the Evaluator tightens to
+the trivial model's value, components/evaluation/trivial.py) and against the model serving now, plus the task's
+other metrics for the record."""
 
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ def main_metric(config: Config) -> MainMetric:
 
 
 def bounds(config: Config) -> tuple[float | None, float | None]:
-    """(lower, upper) bound on the main metric: the configured ones, else the task's defaults."""
-    metric, ev = main_metric(config), config.evaluator
-    if ev.lower_bound is None and ev.upper_bound is None:
-        return metric.default_lower_bound, metric.default_upper_bound
-    return ev.lower_bound, ev.upper_bound
+    """(lower, upper) bound on the main metric as configured. The Evaluator tightens the bound on the better side
+    to the trivial model's value on its rows when that is stricter (components/evaluation/trivial.py): without a
+    configured bound, that is the bar."""
+    return config.evaluator.lower_bound, config.evaluator.upper_bound
 
 
 def eval_config(config: Config) -> tfma.EvalConfig:

@@ -21,6 +21,7 @@ from components.data.snapshot.component import SNAPSHOT_KEY, Snapshot
 from components.evaluation.evaluator import EagerMetricsEvaluator
 from components.pusher import Pusher
 from components.serving.serving_model import ServingModel
+from components.splits import TEST
 from components.transform import ANALYZER_CACHE_ROOT, LEASE_ROOT, DeterministicTransform
 from pipeline.config import Config, resolve
 from pipeline.dag.beam import beam_pipeline_args
@@ -147,11 +148,13 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             eval_args=trainer_pb2.EvalArgs(num_steps=None),
             custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code})
 
+        # On the test split, which nothing before it read; Transform's output gives it the trivial model's labels.
         evaluator = EagerMetricsEvaluator(
             examples=example_gen.outputs["examples"],
             model=trainer.outputs["model"],
             baseline_model=serving_model.outputs["model"],
-            eval_config=eval_config(config),
+            transformed_examples=transform.outputs["transformed_examples"],
+            eval_config=eval_config(config), example_splits=[TEST],
             # The slices (evaluator.slices, or one per categorical column of the run's column roles) and their
             # gates, decided when it runs (components/evaluation/slicing.py).
             transform_graph=transform.outputs["transform_graph"],

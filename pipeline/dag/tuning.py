@@ -8,6 +8,7 @@ from typing import Any, Optional
 from tfx.dsl.components.base.base_node import BaseNode
 from tfx.proto import trainer_pb2, tuner_pb2
 
+from components.splits import EVAL, TRAIN
 from components.tuner import LATEST_DIR_KEY, LATEST_TUNING_ID, TRIAL_JOB_KEY, TUNER_ID, TUNING_KEY
 from pipeline.config import Config, join
 from pipeline.dag.vertex_training import trainer_custom_config, vertex_extension
@@ -34,7 +35,7 @@ def tuning_step(config: Config, examples, transform_graph, schema, custom_config
     return Tuner(examples=examples, transform_graph=transform_graph, schema=schema, tuner_fn=TUNER_FN,
                  # TFX's defaults made explicit: trials train on the train split and score on the eval split,
                  # as the Trainer does; the loop counts its own steps (trainer.train_steps).
-                 train_args=trainer_pb2.TrainArgs(splits=["train"]), eval_args=trainer_pb2.EvalArgs(splits=["eval"]),
+                 train_args=trainer_pb2.TrainArgs(splits=[TRAIN]), eval_args=trainer_pb2.EvalArgs(splits=[EVAL]),
                  tune_args=tuner_pb2.TuneArgs(num_parallel_trials=tuning.parallel_trials),
                  custom_config={**custom_config, **tuner_custom_config(config)}).with_id(TUNER_ID)
 

@@ -59,12 +59,6 @@ def check_slices(config: Config, columns: list[str]) -> None:
 
 def _check_bounds(config: Config) -> None:
     metric = MAIN_METRICS[config.features.task]
-    no_default = metric.default_lower_bound is None and metric.default_upper_bound is None
-    if no_default and config.evaluator.lower_bound is None and config.evaluator.upper_bound is None:
-        # TFX blesses nothing on a first run whose only threshold compares against a baseline.
-        raise ConfigError(f"evaluator.upper_bound: task {config.features.task} has no default bar for "
-                          f"{metric.label}; set one, e.g. the label's standard deviation (what predicting "
-                          "the mean scores)")
     for field in ("lower_bound", "upper_bound", "slice_lower_bound", "slice_upper_bound"):
         value = getattr(config.evaluator, field)
         if value is not None and metric.fraction and not 0 <= value <= 1:

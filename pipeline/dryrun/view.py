@@ -15,6 +15,7 @@ from pipeline.dryrun import gcs_emulator
 from pipeline.dryrun.bucket import BucketMap, local_view
 from pipeline.dryrun.vertex_endpoints import VertexEndpoints
 from pipeline.errors import ConfigError
+from trainer.environment import overriding
 
 ENDPOINTS_STATE = Path("vertex-endpoints") / "state.json"
 
@@ -48,19 +49,15 @@ def endpoint_stand_in(config: Config, local_dir: Path, stream: Optional[TextIO] 
 def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Config]:
     """`config` as the dry run on `local_dir` ran it: pipeline.root mapped into its bucket, the GCS emulator
     that keeps its models.config and claims in this process's environment, the endpoint at its stand-in."""
+    if not config.pipeline.root_uri.startswith("gs://"):
+        raise ConfigError(f"--dryrun-dir acts on a dry run of a cloud config, whose pipeline.root is a gs:// URI; "
+                          f"this config's is {config.pipeline.root_uri}: pass the config the dry run ran "
+                          "(--config configs/vertex.yaml, as make dryrun does)")
     bucket = BucketMap(resolve(str(local_dir)))
     if not bucket.root.is_dir():
         raise ConfigError(f"--dryrun-dir {local_dir}: no dry run's bucket at {bucket.root}; run "
                           f"`python -m pipeline dryrun --local-dir {local_dir}` first")
     with gcs_emulator.shared(bucket.root.parent, [bucket_of(config.pipeline.root_uri)]) as env, \
             endpoint_stand_in(config, bucket.root.parent) as config:
-        saved = {name: os.environ.get(name) for name in env}
-        os.environ.update(env)
-        try:
+        with overriding(env):
             yield local_view(config, bucket)
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value

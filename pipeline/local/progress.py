@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 from typing import Optional, TextIO
 
 import absl.logging
+
+from pipeline.console import LOG_FORMAT
 
 # The records TFX's launcher logs as a component starts, finishes, or is a cache hit.
 RUNNING_RECORD = "Component %s is running."
@@ -59,14 +62,17 @@ class run_logging:
         root = logging.getLogger()
         self._saved = (root.handlers[:], root.level)
         self._file = logging.FileHandler(self.log_file)
-        self._file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self._file.setFormatter(logging.Formatter(LOG_FORMAT))
         root.handlers = [self._file, self.progress]
         # TF's logger prints to stderr on its own; route it through ours.
         tf_logger = logging.getLogger("tensorflow")
         self._saved_tf = (tf_logger.handlers[:], tf_logger.propagate)
         tf_logger.handlers, tf_logger.propagate = [], True
         root.setLevel(logging.INFO)
+        self._saved_absl = absl.logging.get_verbosity()
         absl.logging.set_verbosity(absl.logging.INFO)
+        # Already captured (pipeline/console.py): it stays so after the run.
+        self._saved_warnings = getattr(warnings.showwarning, "__module__", "") == "logging"
         logging.captureWarnings(True)
         return self.progress
 
@@ -76,5 +82,7 @@ class run_logging:
         root.setLevel(level)
         tf_logger = logging.getLogger("tensorflow")
         tf_logger.handlers, tf_logger.propagate = self._saved_tf
-        logging.captureWarnings(False)
+        # Left at INFO, absl's records (one per MLMD store opened) would reach whatever handles them afterwards.
+        absl.logging.set_verbosity(self._saved_absl)
+        logging.captureWarnings(self._saved_warnings)
         self._file.close()

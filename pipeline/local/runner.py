@@ -11,6 +11,7 @@ from typing import Optional, TextIO
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.pipeline import Pipeline
 
+from pipeline import console
 from pipeline.config import Config, join
 from pipeline.dag.pipeline import create_pipeline
 from pipeline.data.checks import check_features
@@ -37,6 +38,8 @@ def run_local(config: Config, stream: Optional[TextIO] = None) -> RunSummary:
     log_dir = join(config.pipeline.root_uri, "logs")
     os.makedirs(log_dir, exist_ok=True)
     log_file = join(log_dir, time.strftime("run-%Y%m%d-%H%M%S.log"))
+    # What TensorFlow's C++ and the libraries print goes to the log from here on (pipeline/console.py).
+    console.log_into(log_file)
 
     # One run at a time per root: a second run decides against the first's model, not the same old one.
     with run_lock(config.pipeline.root_uri, config.pipeline.lock_wait_seconds,
@@ -61,6 +64,8 @@ def _check_local(config: Config) -> None:
 
 
 def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> RunSummary:
+    # The summary, the report and the notification read MLMD and render plots: their libraries' records go to
+    # the log too, so the console ends with the summary.
     with run_logging(log_file, stream) as progress:
         try:
             LocalDagRunner().run(pipeline)
@@ -76,13 +81,14 @@ def _run(config: Config, pipeline: Pipeline, log_file: str, stream: TextIO) -> R
             report = _report(config, summary)
             notification.send(config, notification.outcome(config, summary, where, f"{type(e).__name__}: {e}",
                                                             report), stream)
+            logging.getLogger(__name__).error("%s failed", where, exc_info=e)  # the traceback, in the log
             raise PipelineFailed(f"{where} failed: {type(e).__name__}: {e}\nfull log: {log_file}"
                                  f"\nreport: {report}") from e
         summary = summarize(config.pipeline.metadata_path, config.pipeline.name)
-    stream.write(format_summary(summary, config, log_file) + "\n")
-    report = _report(config, summary)
-    stream.write(f"report:    {report}\n")
-    notification.send(config, notification.outcome(config, summary, report=report), stream)
+        stream.write(format_summary(summary, config, log_file) + "\n")
+        report = _report(config, summary)
+        stream.write(f"report:    {report}\n")
+        notification.send(config, notification.outcome(config, summary, report=report), stream)
     return summary
 
 

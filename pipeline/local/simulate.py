@@ -3,7 +3,6 @@ Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import Optional, TextIO
@@ -39,8 +38,6 @@ def simulate(config: Config, spans: int, drift_at: Optional[int], rows: int, see
         except PipelineFailed as e:
             stream.write(f"run stopped: {str(e).splitlines()[0]}\n")
             stream.write("".join(f"  {line}\n" for line in str(e).splitlines()[1:] if line.startswith("  ")))
-    # TFX leaves absl logging at INFO; reading MLMD for the history would print a line per store opened.
-    logging.getLogger("absl").setLevel(logging.WARNING)
     rows = history(config)
     stream.write("\nhistory:\n" + format_history(rows, main_metric(config).label) + "\n")
     stream.write(f"history page: {write_history_page(config, rows)}\n")

@@ -7,6 +7,7 @@ import dataclasses
 import os
 from typing import Optional
 
+from components import training_record
 from components.serving import rollout, serving_dir
 from components.serving.model_config import CANARY, STABLE
 from pipeline.config import Config
@@ -53,13 +54,18 @@ class Row:
         return "not blessed" if self.blessed is False else "not pushed"
 
 
-def _drift(summary: RunSummary, accepted: str) -> str:
+def _drift(summary: RunSummary, gate_properties: dict) -> str:
     gate = summary.component("DriftGate")
     if gate is None:
         return "-"
     if gate.state == "failed":
         return "DRIFT"
-    return "accepted" if accepted else "ok"
+    # Nothing served yet, or the serving version has no record: the gate passed without comparing (not checked).
+    # The key is what a local run's driver recorded (components/training_record.py); without it, it compared.
+    key = gate_properties.get(training_record.SERVING_VERSION)
+    if key is not None and not training_record.has_baseline(str(key)):
+        return "-"
+    return "accepted" if gate_properties.get("accepted") else "ok"
 
 
 def main_metric(config: Config) -> MainMetric:
@@ -70,13 +76,11 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
          canary_version: Optional[str] = None) -> Row:
     snapshot = summary.training_snapshots()[0][1] if summary.training_snapshots() else None
     gate = summary.component("DriftGate")
-    accepted = ""
-    if gate is not None:
-        accepted = str(mlmd.properties(reader.execution(gate.execution_id)).get("accepted", ""))
+    gate_properties = mlmd.properties(reader.execution(gate.execution_id)) if gate is not None else {}
     failed = next((c.name for c in summary.components if c.state == "failed"), None)
     return Row(run_id=summary.run_id,
                spans=str(snapshot.properties.get("spans", "")) or "(flat)" if snapshot else "-",
-               rows=summary.snapshot_rows, drift=_drift(summary, accepted),
+               rows=summary.snapshot_rows, drift=_drift(summary, gate_properties),
                metric=summary.metrics.get(main_metric(config).key),
                blessed=summary.blessed,
                pushed_version=summary.pushed_version,  # this run's own push only (summary.py)

@@ -29,15 +29,16 @@ def history_path(config: Config) -> str:
 
 
 def _plot(rows: list[Row], metric_label: str) -> str:
-    return page.img(history_figure(rows, metric_label), f"eval {metric_label} over runs")
+    return page.img(history_figure(rows, metric_label), f"test {metric_label} over runs")
 
 
 def history_figure(rows: list[Row], metric_label: str):
-    """The task's main eval metric per run, each run's outcome marked (blocked runs on the run axis)."""
+    """The task's main metric per run as the Evaluator measured it (on the test split; on eval in runs from before
+    there was one), each run's outcome marked (blocked runs on the run axis)."""
     fig, ax = plt.subplots(figsize=(9, 3.2))
     xs = list(range(1, len(rows) + 1))
     scored = [(x, r) for x, r in zip(xs, rows) if r.metric is not None]
-    ax.plot([x for x, _ in scored], [r.metric for _, r in scored], color="#2e86c1", label=f"eval {metric_label}")
+    ax.plot([x for x, _ in scored], [r.metric for _, r in scored], color="#2e86c1", label=f"test {metric_label}")
     marks = (("pushed", "^", "#1e8449", lambda r: r.pushed_version),
              ("nothing new / not blessed", "o", "#b9770e", lambda r: not r.pushed_version))
     for name, marker, color, pick in marks:
@@ -51,7 +52,7 @@ def history_figure(rows: list[Row], metric_label: str):
         ax.scatter(blocked, [0.03] * len(blocked), transform=ax.get_xaxis_transform(), marker="x",
                    color="#b03a2e", s=70, label="blocked by a gate (no metric)", zorder=3, clip_on=False)
     ax.set_xlabel("run")
-    ax.set_ylabel(f"eval {metric_label}")
+    ax.set_ylabel(f"test {metric_label}")
     ax.set_xticks(xs)
     ax.legend(loc="best", fontsize=8)
     return fig

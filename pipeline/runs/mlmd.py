@@ -19,6 +19,8 @@ _INPUT, _OUTPUT = metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.OUTPU
 RUN_CONTEXT, NODE_CONTEXT = "pipeline_run", "node"
 _STATES = {Execution.COMPLETE: "ran", Execution.CACHED: "cached", Execution.FAILED: "failed",
            Execution.RUNNING: "running"}
+# How many run ids a miss lists, newest first.
+NEWEST_LISTED = 5
 # Vertex (KFP v2) registers custom types as `<namespace>.<Name>`; the name part identifies a snapshot.
 _SNAPSHOT_NAME = DatasetSnapshot.TYPE_NAME.rpartition(".")[2]
 
@@ -40,6 +42,11 @@ def properties(entity: Artifact | Execution) -> dict[str, object]:
     """Properties and custom properties as plain Python values."""
     merged = {**entity.properties, **entity.custom_properties}
     return {k: getattr(v, v.WhichOneof("value")) for k, v in merged.items() if v.WhichOneof("value")}
+
+
+def dir_name(run_id: str) -> str:
+    """A run's directory under <root>/runs/ (its report): the id without ':', which some file systems refuse."""
+    return run_id.replace(":", "")
 
 
 def state_of(execution: Execution) -> str:
@@ -78,13 +85,21 @@ class Reader:
     # -- runs ---------------------------------------------------------------
 
     def run(self, pipeline_name: str, run_id: Optional[str] = None) -> Context:
-        """The run `run_id`, or the latest run of the pipeline."""
+        """The run `run_id` (as MLMD names it, or as its directory under <root>/runs/ is named), or the latest run
+        of the pipeline; LookupError listing the newest runs' ids when there is no such run."""
         if run_id is None:
             return self.latest_run(pipeline_name)
         run = self.store.get_context_by_type_and_name(RUN_CONTEXT, run_id)
-        if run is None:
-            raise LookupError(f"no run {run_id!r} in {self.where}")
-        return run
+        if run is not None:
+            return run
+        runs = self.runs(pipeline_name)
+        named = [r for r in runs if dir_name(r.name) == run_id]
+        if len(named) == 1:
+            return named[0]
+        newest = [r.name for r in reversed(runs[-NEWEST_LISTED:])]
+        raise LookupError(f"no run {run_id!r} in {self.where}; " + (
+            f"the newest runs of {pipeline_name!r}: {', '.join(newest)} (each also as its directory under runs/ is "
+            f"named, e.g. {dir_name(newest[0])})" if newest else f"no runs of pipeline {pipeline_name!r} there yet"))
 
     def latest_run(self, pipeline_name: str) -> Context:
         runs = self.runs(pipeline_name)

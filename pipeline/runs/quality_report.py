@@ -11,10 +11,12 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 
+from components.splits import EVAL  # noqa: E402
 from pipeline.runs import eval_plots  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs.slices import SliceRow, main_metric_of  # noqa: E402
-from pipeline.runs.summary import RunSummary  # noqa: E402
+from pipeline.runs.summary import EXAMPLE_COUNT, RunSummary, main_result, why_not_blessed  # noqa: E402
+from pipeline.runs.verdict import MainResult  # noqa: E402
 from trainer.features import vocab_name  # noqa: E402
 from trainer.tasks import MAIN_METRICS, MainMetric  # noqa: E402
 
@@ -25,68 +27,49 @@ def main_metric(s: RunSummary) -> Optional[MainMetric]:
 
 
 def split_of(s: RunSummary) -> str:
-    """The split the Evaluator's numbers come from (the summary's eval_split when recorded)."""
-    recorded = getattr(s, "eval_split", None)
-    if recorded:
-        return str(recorded)
-    return "/".join(s.slicing.splits) if s.slicing is not None else "eval"
+    """The split the Evaluator's numbers come from ("eval" for runs from before the test split)."""
+    return s.eval_split or EVAL
 
 
 def quality_section(s: RunSummary) -> str:
-    metric = main_metric(s)
-    if s.blessed is None or metric is None or metric.key not in s.metrics:
+    main = main_result(s)
+    if s.blessed is None or main is None:
         return page.section("quality", "Model quality", "<p>The Evaluator did not run, so there is no measure of "
                                                         "this model's quality.</p>")
-    split = split_of(s)
-    parts = [_headline(s, metric, split)]
+    parts = [_headline(s, main)]
     if s.slicing is not None:
-        parts.append(_slices(s, metric, split))
+        parts.append(_slices(s, main.metric))
     parts.append(_plots(s))
     return page.section("quality", "Model quality", "\n".join(parts))
 
 
-def _bound_text(s: RunSummary, metric: MainMetric) -> tuple[str, Optional[bool]]:
-    bounds = s.thresholds.get(metric.key, {})
-    value = s.metrics[metric.key]
-    parts, met = [], True
-    if "lower_bound" in bounds:
-        parts.append(f"&ge; {bounds['lower_bound']:g}")
-        met = met and value >= bounds["lower_bound"]
-    if "upper_bound" in bounds:
-        parts.append(f"&le; {bounds['upper_bound']:g}")
-        met = met and value <= bounds["upper_bound"]
-    if not parts:
-        return "no bound", None
-    return " and ".join(parts), met
-
-
-def _headline(s: RunSummary, metric: MainMetric, split: str) -> str:
-    value = s.metrics[metric.key]
-    bound, met = _bound_text(s, metric)
-    rows = [("this model", f"<b>{value:.4f}</b>", f"bound {bound}" + (
-        "" if met is None else ': <span class="ok">met</span>' if met else ': <span class="bad">missed</span>'))]
-    base = s.baseline_metrics.get(metric.key)
-    if base is not None:
-        better = value > base if metric.higher_is_better else value < base
-        how = "as good as it" if value == base else f"{'better' if better else 'worse'} by {abs(value - base):.4f}"
-        rows.append(("the model serving now", f"{base:.4f}", f"this model is {how} on the same rows"))
+def _headline(s: RunSummary, main: MainResult) -> str:
+    """Blessed or why not, then the main metric against its bar, the serving model and the trivial model."""
+    bar = ", ".join(main.bound_phrases()) or "none"
+    met = not main.reasons()
+    rows = [("this model", f"<b>{main.value:.4f}</b>", f"bar: {page.escape(bar)}: "
+             + ('<span class="ok">met</span>' if met else '<span class="bad">missed</span>'))]
+    if main.baseline is not None:
+        better = main.value > main.baseline if main.metric.higher_is_better else main.value < main.baseline
+        how = ("as good as it" if main.value == main.baseline else
+               f"{'better' if better else 'worse'} by {abs(main.value - main.baseline):.4f}")
+        rows.append(("the model serving now", f"{main.baseline:.4f}", f"this model is {how} on the same rows"))
     else:
         rows.append(("the model serving now", "&ndash;", "none was serving"))
-    trivial = getattr(s, "trivial_metric", None)
-    if trivial is not None:
-        beats = value > trivial if metric.higher_is_better else value < trivial
-        rows.append(("the trivial model", f"{trivial:.4f}",
-                     "class priors or the training mean, on the same rows: this model is "
-                     + ("better" if beats else '<span class="bad">no better</span>')))
+    if main.trivial_value is not None:
+        beats = (main.value > main.trivial_value if main.metric.higher_is_better else main.value < main.trivial_value)
+        rows.append(("the trivial model", f"{main.trivial_value:.4f}",
+                     page.escape(main.trivial_model or "a model that reads no feature") + ", on the same rows: "
+                     + ("this model is better" if beats else '<span class="bad">this model is no better</span>')))
     verdict = ('<p class="ok"><b>Blessed</b></p>' if s.blessed else
-               '<p class="bad"><b>Not blessed</b>: ' + "; ".join(page.escape(f) for f in s.validation_failures)
+               '<p class="bad"><b>Not blessed</b>: ' + "; ".join(page.escape(f) for f in why_not_blessed(s, main))
                + "</p>")
-    count = s.metrics.get("example_count")
-    head = (f"{metric.label} on the {page.escape(split)} split" + (f" ({count:,.0f} examples)" if count else ""),)
-    return verdict + page.table(("", *head, ""), rows, escaped=False)
+    count = s.metrics.get(EXAMPLE_COUNT)
+    head = f"{main.metric.label} on the {main.split} split" + (f" ({count:,.0f} examples)" if count else "")
+    return verdict + page.table(("", head, ""), rows, escaped=False)
 
 
-def _slices(s: RunSummary, metric: MainMetric, split: str) -> str:
+def _slices(s: RunSummary, metric: MainMetric) -> str:
     record = s.slicing
     plan = record.plan
     intro = (f"<p>Slices: {page.escape(', '.join(' x '.join(x['columns']) for x in record.slices) or 'none')} "

@@ -17,12 +17,25 @@ from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 from components.data.snapshot.component import TRAINING_KEY  # noqa: E402
 from components.data.snapshot.newness import NEW_SPAN  # noqa: E402
 from components.scoring import keys as scoring_keys  # noqa: E402
+from components.splits import EVAL  # noqa: E402
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
+from pipeline.runs import mlmd  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
 from pipeline.runs.quality_report import main_metric, quality_section  # noqa: E402
-from pipeline.runs.summary import GATES, RunSummary, push_outcome, summarize  # noqa: E402
+from pipeline.runs.summary import (  # noqa: E402
+    COMPONENTS_TIME,
+    EXAMPLE_COUNT,
+    GATES,
+    RunSummary,
+    main_result,
+    metric_text,
+    push_outcome,
+    summarize,
+    why_not_blessed,
+)
 from pipeline.runs.tuning_report import tuning_section  # noqa: E402
+from pipeline.runs.verdict import allowed_regression, no_worse_than_serving  # noqa: E402
 from trainer import role_table  # noqa: E402
 
 REPORT_FILE = "report.html"
@@ -38,7 +51,7 @@ def run_dir(config: Config, run_id: str) -> str:
     """Where a run's own files (its report) live: <root>/runs/<run id>/."""
     if not run_id or "/" in run_id or run_id in (".", ".."):
         raise ValueError(f"run id {run_id!r} is not a valid directory name")
-    return join(config.pipeline.root_uri, "runs", run_id.replace(":", ""))
+    return join(config.pipeline.root_uri, "runs", mlmd.dir_name(run_id))
 
 
 def write_report(config: Config, run_id: Optional[str] = None, summary: Optional[RunSummary] = None) -> str:
@@ -94,7 +107,7 @@ def _overview(s: RunSummary, pipeline_name: str, cost: Optional[TrainerCost]) ->
 
 def _components(s: RunSummary) -> str:
     rows = [(c.name, c.state, f"{c.seconds:.1f}") for c in s.components]
-    rows.append(("total", "", f"{sum(c.seconds for c in s.components):.1f}"))
+    rows.append((COMPONENTS_TIME, "", f"{sum(c.seconds for c in s.components):.1f}"))
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(s.components) + 1))
     names = [c.name for c in s.components][::-1]
     ax.barh(names, [c.seconds for c in s.components][::-1],
@@ -236,31 +249,41 @@ def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
 def _evaluation(s: RunSummary) -> str:
     if s.blessed is None:
         return page.section("evaluation", "Evaluation", "<p>The Evaluator did not run.</p>")
+    main = main_result(s)
     rows = []
     for name in sorted(set(s.metrics) | set(s.thresholds)):
-        t = s.thresholds.get(name, {})
-        bounds = []
-        if "lower_bound" in t:
-            bounds.append(f"&ge; {t['lower_bound']:.4g}")
-        if "upper_bound" in t:
-            bounds.append(f"&le; {t['upper_bound']:.4g}")
-        if "change_absolute" in t:
-            bounds.append(f"change vs baseline &ge; {t['change_absolute']:.2g}")
-        if "change_absolute_max" in t:  # a lower-is-better metric, such as rmse
-            bounds.append(f"change vs baseline &le; {t['change_absolute_max']:.2g}")
-        value, base = s.metrics.get(name), s.baseline_metrics.get(name)
-        rows.append((page.escape(name), _fmt(value), _fmt(base), " and ".join(bounds) or "none"))
-    table = page.table(("metric", "candidate", "baseline (serving)", "threshold"), rows, escaped=False)
+        if main is not None and name == main.metric.key:
+            threshold = " and ".join(main.bound_phrases()) or "none"
+        else:
+            threshold = " and ".join(_bound_phrases(s.thresholds.get(name, {}))) or "none"
+        trivial = _fmt(s.trivial_metric) if main is not None and name == main.metric.key else "&ndash;"
+        rows.append((page.escape(name), _fmt(s.metrics.get(name), name), _fmt(s.baseline_metrics.get(name), name),
+                     trivial, page.escape(threshold)))
+    split = s.eval_split or EVAL
+    table = (f"<p>On the <b>{page.escape(split)}</b> split "
+             f"({metric_text(EXAMPLE_COUNT, s.metrics.get(EXAMPLE_COUNT, 0))} rows)"
+             + (f"; the trivial model: {page.escape(s.trivial_model)}" if s.trivial_model else "") + ".</p>"
+             + page.table(("metric", "candidate", "serving model", "trivial model", "threshold"), rows,
+                          escaped=False))
     if s.blessed:
         why = ("it met every threshold" + (" and did not regress against the model serving now"
                                            if s.baseline_metrics else "; no model was serving yet, "
                                            "so only the absolute thresholds applied"))
         verdict = f'<p class="ok"><b>Blessed</b>: {page.escape(why)}.</p>'
     else:
-        reasons = "".join(f"<li>{page.escape(f)}</li>" for f in s.validation_failures) or "<li>no reason recorded</li>"
+        reasons = "".join(f"<li>{page.escape(f)}</li>" for f in why_not_blessed(s, main)) or \
+            "<li>no reason recorded</li>"
         verdict = f'<p class="bad"><b>Not blessed</b>, so nothing was pushed:</p><ul>{reasons}</ul>'
     pushed = f"<p>Pushed by this run: {page.escape(push_outcome(s))}</p>"
     return page.section("evaluation", "Evaluation and blessing", table + verdict + pushed)
+
+
+def _bound_phrases(t: dict[str, float]) -> list[str]:
+    """A metric's thresholds other than the main metric's (which MainResult says with its trivial model)."""
+    bounds = [f"{'≥' if side == 'lower_bound' else '≤'} {t[side]:.4g}"
+              for side in ("lower_bound", "upper_bound") if side in t]
+    allowed = allowed_regression(t)
+    return bounds + ([no_worse_than_serving(allowed)] if allowed is not None else [])
 
 
 def _inference(s: RunSummary) -> str:
@@ -302,5 +325,5 @@ def _consumers(s: RunSummary) -> dict[int, list[str]]:
 
 # -- helpers ----------------------------------------------------------------
 
-def _fmt(x: Optional[float]) -> str:
-    return "&ndash;" if x is None else f"{x:.4f}"
+def _fmt(x: Optional[float], name: str = "") -> str:
+    return "&ndash;" if x is None else metric_text(name, x)

@@ -81,28 +81,32 @@ def rows(metrics: dict[SliceKey, dict[str, dict[str, float]]], record: Optional[
 
 
 def describe_failures(validation, metrics: dict[SliceKey, dict[str, dict[str, float]]]) -> list[str]:
-    """Every failed threshold of TFMA's ValidationResult, in words: the metric, its value, the slice and its
-    examples, the bound it missed (for a change threshold, the serving model's value and the allowed regression)."""
+    """Every failed threshold of TFMA's ValidationResult. The overall slice's as TFMA words them (`name: message`;
+    the summary words the main metric's with its numbers, pipeline/runs/verdict.py); a slice's in words: the
+    metric, its value, the slice and its examples, the bound it missed (for a change threshold, the serving
+    model's value and the allowed regression)."""
     out = []
     for per_slice in validation.metric_validations_per_slice:
         key = _key(per_slice.slice_key)
+        if not key:
+            out.extend(f"{f.metric_key.name}: {f.message}" for f in per_slice.failures)
+            continue
         by_model = metrics.get(key, {CANDIDATE: {}, BASELINE: {}})
         n = by_model[CANDIDATE].get(EXAMPLE_COUNT)
-        where = (f"on the {n:.0f} examples of " if n is not None else "on ") + (
-            f"slice {label(key)}" if key else "the overall slice")
+        where = (f"on the {n:.0f} examples of " if n is not None else "on ") + f"slice {label(key)}"
         for failure in per_slice.failures:
             name = failure.metric_key.name
             if failure.message and not failure.HasField("metric_value"):
                 out.append(f"{name} {where}: {failure.message.strip()}")
                 continue
-            out.append(_failure(name, failure, where, by_model, bool(key)))
+            out.append(_failure(name, failure, where, by_model))
     if validation.missing_slices:
         out.append("slices the gates name that TFMA did not find in the data: "
                    + "; ".join(str(s).replace("\n", " ") for s in validation.missing_slices))
     return out
 
 
-def _failure(name: str, failure, where: str, by_model: dict, in_slice: bool) -> str:
+def _failure(name: str, failure, where: str, by_model: dict) -> str:
     value = failure.metric_value.double_value.value
     threshold = failure.metric_threshold
     if threshold.HasField("change_threshold"):
@@ -110,7 +114,7 @@ def _failure(name: str, failure, where: str, by_model: dict, in_slice: bool) -> 
         higher = change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
         allowed = round((-change.absolute.value if higher else change.absolute.value) - CHANGE_EPSILON, 9)
         candidate, base = by_model[CANDIDATE].get(name), by_model[BASELINE].get(name)
-        setting = "evaluator.slice_max_regression" if in_slice else "evaluator.max_regression"
+        setting = "evaluator.slice_max_regression"
         if candidate is None or base is None:
             return f"{name} changed by {value:+.4f} {where} against the serving model: more than {setting} {allowed:g}"
         return (f"{name} {candidate:.4f} {where}, {abs(value):.4f} worse than the serving model's {base:.4f} "
@@ -122,7 +126,7 @@ def _failure(name: str, failure, where: str, by_model: dict, in_slice: bool) -> 
         side, limit, missed = "upper", bounds.upper_bound.value, "above"
     else:  # NaN, e.g. the AUC of a slice with one class
         return f"{name} {value:.4f} {where}: not within its bounds"
-    setting = f"evaluator.slice_{side}_bound" if in_slice else f"the {side} bound"
+    setting = f"evaluator.slice_{side}_bound"
     return f"{name} {value:.4f} {where}, {missed} {setting} {limit:g}"
 
 

@@ -4,24 +4,22 @@ metrics against thresholds and the baseline, the blessing, the pushed model."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 from typing import Optional
 
 import tensorflow_model_analysis as tfma
-from google.protobuf import json_format
 
 from components.data.snapshot import newness
 from components.data.snapshot.component import WAITING_SPANS
-from components.evaluation import slicing
+from components.evaluation import slicing, trivial
 from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_LABEL, UNCHANGED_VERSION
 from components.scoring import keys as scoring_keys
 from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID, PREDICTIONS_TYPE
+from components.splits import EVAL
 from components.tuner import LATEST_TUNING_ID, TUNER_ID
 from components.tuner import record as tuning_record
-from pipeline.config import CHANGE_EPSILON, Config
+from pipeline.config import Config
 from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
-from pipeline.runs import mlmd
+from pipeline.runs import mlmd, verdict
 from pipeline.runs import slices as slice_results
 from pipeline.runs.mlmd import ArtifactInfo
 from pipeline.runs.retraining import nothing_new
@@ -33,6 +31,10 @@ from trainer.tasks import MAIN_METRICS, MainMetric
 GATES = ("DataGate", "DriftGate")
 # The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
 ACCURACY = MAIN_METRICS["multiclass"].key
+# TFMA's count of the examples it evaluated.
+EXAMPLE_COUNT = "example_count"
+# The components' own seconds added up: not the run's wall time (imports, the summary and the report are not in it).
+COMPONENTS_TIME = "sum of the components"
 
 
 @dataclasses.dataclass
@@ -91,6 +93,13 @@ class RunSummary:
     # What the tuning step recorded (components/tuner/record.py): the Tuner's search, or LatestTuning's reuse of
     # the last one; None without a tuning step.
     tuning: Optional[tuning_record.TuningRecord] = None
+    # The split the Evaluator's metrics and blessing come from ("test"), and the trivial model's main metric on
+    # the same rows, with what that model is (components/evaluation/trivial.py); None when the Evaluator did not
+    # run or recorded none (runs from before the test split evaluated on "eval").
+    eval_split: Optional[str] = None
+    trivial_metric: Optional[float] = None  # to 6 significant digits: what MLMD's SQLite store keeps
+    trivial_model: Optional[str] = None
+    trivial_sets_the_bar: bool = False  # its bound is the one the Evaluator applied
     # What the Evaluator sliced and why (components/evaluation/slicing.py), and each slice's main metric beside the
     # serving model's (pipeline/runs/slices.py), the overall slice first; empty when it recorded no slicing.
     slicing: Optional[slicing.SliceRecord] = None
@@ -155,7 +164,13 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
 
     evaluation = summary.output("Evaluator", "ModelEvaluation")
     if evaluation is not None:
-        summary.thresholds = _thresholds(executions["Evaluator"])
+        # As TFMA applied them (the trivial model's bound included); else as compiled, recorded in MLMD.
+        applied = verdict.applied_eval_config(evaluation.uri)
+        raw = mlmd.properties(executions["Evaluator"]).get("eval_config")
+        summary.thresholds = verdict.thresholds(applied or (verdict.parse_eval_config(raw) if raw else None))
+        found = trivial.Recorded.of(evaluation.properties)
+        summary.eval_split, summary.trivial_metric, summary.trivial_model = found.split, found.value, found.what
+        summary.trivial_sets_the_bar = found.sets_the_bar
         by_slice = slice_results.read_metrics(evaluation.uri)
         overall = by_slice.get((), {})
         summary.metrics = overall.get(slice_results.CANDIDATE, {})
@@ -204,37 +219,13 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     return summary
 
 
-def _thresholds(execution: mlmd.Execution) -> dict[str, dict[str, float]]:
-    """The thresholds the Evaluator applied, from the eval_config it recorded in MLMD."""
-    raw = mlmd.properties(execution).get("eval_config")
-    if not raw:
-        return {}
-    eval_config = json_format.Parse(raw, tfma.EvalConfig(), ignore_unknown_fields=True)
-    result: dict[str, dict[str, float]] = {}
-    for spec in eval_config.metrics_specs:
-        for metric in spec.metrics:
-            value, change = metric.threshold.value_threshold, metric.threshold.change_threshold
-            bounds = {}
-            if value.HasField("lower_bound"):
-                bounds["lower_bound"] = value.lower_bound.value
-            if value.HasField("upper_bound"):
-                bounds["upper_bound"] = value.upper_bound.value
-            if change.HasField("absolute"):
-                lower_is_better = change.direction == tfma.MetricDirection.LOWER_IS_BETTER
-                bounds["change_absolute_max" if lower_is_better else "change_absolute"] = change.absolute.value
-            if bounds:
-                # Results are keyed by the metric's name: snake_case of its class unless renamed.
-                name = json.loads(metric.config or "{}").get("name") or re.sub(
-                    r"(?<=[a-z0-9])(?=[A-Z])", "_", metric.class_name).lower()
-                result[name] = bounds
-    return result
 
 
 def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] = None) -> str:
     lines = [f"run {summary.run_id}", "components:"]
     for c in summary.components:
         lines.append(f"  {c.name:<32} {c.state:<7} {c.seconds:7.1f}s")
-    lines.append(f"  {'total':<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
+    lines.append(f"  {COMPONENTS_TIME:<32} {'':<7} {sum(c.seconds for c in summary.components):7.1f}s")
     if summary.snapshot_digest:
         lines.append(f"data snapshot: {summary.snapshot_digest} ({summary.snapshot_rows} rows)")
     if summary.waiting_spans:
@@ -252,15 +243,17 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
                      else "input: not measured (trainer.check_input off, or no training step ran)")
         if summary.trainer.overfit is not None:
             lines.append(f"fit: {summary.trainer.overfit.describe()}")
-    metric = _gated_metric(summary, config)
-    if metric is not None and metric.key in summary.metrics:
-        lines.append(_metric_line(summary, metric))
-        lines.append(f"eval examples: {summary.metrics.get('example_count', 0):.0f}")
+    main = main_result(summary, config)
+    if main is not None:
+        lines.append(main.line())
+        lines.append(f"{main.split} examples: {metric_text(EXAMPLE_COUNT, summary.metrics.get(EXAMPLE_COUNT, 0))}")
+        if summary.trivial_model:
+            lines.append(f"trivial model: {summary.trivial_model}")
     if summary.slicing is not None:
         lines.extend(_slice_lines(summary))
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
-        lines.extend(f"  why: {f}" for f in summary.validation_failures)
+        lines.extend(f"  why: {f}" for f in why_not_blessed(summary, main))
     if summary.serving_gate:
         lines.append(f"serving gate: {summary.serving_gate}")
     lines.append(f"pushed: {push_outcome(summary)}")
@@ -275,6 +268,16 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if log_file:
         lines.append(f"log:       {log_file}")
     return "\n".join(lines)
+
+
+def metric_text(name: str, value: Optional[float]) -> str:
+    """A metric as the summary and the report print it: a count (TFMA's example_count, weighted_example_count) as
+    the whole number it is, anything else to four decimals."""
+    if value is None:
+        return "-"
+    if name.endswith("_count") and float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.4f}"
 
 
 def _slice_lines(summary: RunSummary) -> list[str]:
@@ -312,28 +315,28 @@ def push_outcome(summary: RunSummary) -> str:
     return f"nothing{f', {why}' if why else ''} (the model serving now, if any, is unchanged)"
 
 
-def _gated_metric(summary: RunSummary, config: Config) -> Optional[MainMetric]:
+def _gated_metric(summary: RunSummary, config: Optional[Config]) -> Optional[MainMetric]:
     """The task's main metric: the config's task, else whichever main metric the Evaluator gated on."""
-    if config.features is not None:
+    if config is not None and config.features is not None:
         return MAIN_METRICS[config.features.task]
     return next((m for m in MAIN_METRICS.values() if m.key in summary.thresholds), None)
 
 
-def _metric_line(summary: RunSummary, metric: MainMetric) -> str:
-    """The main metric against the thresholds the Evaluator recorded in MLMD (as the report shows them)."""
-    bounds = summary.thresholds.get(metric.key, {})
-    parts = [f"{side} bound {bounds[f'{side}_bound']}" for side in ("lower", "upper") if f"{side}_bound" in bounds]
-    parts = parts or ["no absolute bound"]
-    base = summary.baseline_metrics.get(metric.key)
-    if base is None:
-        parts.append("no blessed baseline yet")
-    else:
-        allowed = ""
-        # Rounded: the threshold is -(allowed regression) - CHANGE_EPSILON in floating point
-        # (+(allowed) + CHANGE_EPSILON for a lower-is-better metric).
-        if "change_absolute" in bounds:
-            allowed = f", allowed regression {round(-bounds['change_absolute'] - CHANGE_EPSILON, 9)}"
-        elif "change_absolute_max" in bounds:
-            allowed = f", allowed regression {round(bounds['change_absolute_max'] - CHANGE_EPSILON, 9)}"
-        parts.append(f"baseline {base:.4f}{allowed}")
-    return f"eval {metric.label}: {summary.metrics[metric.key]:.4f} ({'; '.join(parts)})"
+def main_result(summary: RunSummary, config: Optional[Config] = None) -> Optional[verdict.MainResult]:
+    """The main metric of the run's evaluation with what it was judged against; None without one."""
+    metric = _gated_metric(summary, config)
+    if metric is None or metric.key not in summary.metrics:
+        return None
+    return verdict.MainResult(metric, summary.eval_split or EVAL, summary.metrics[metric.key],
+                              summary.thresholds.get(metric.key, {}), summary.baseline_metrics.get(metric.key),
+                              summary.trivial_metric, summary.trivial_model, summary.trivial_sets_the_bar)
+
+
+def why_not_blessed(summary: RunSummary, main: Optional[verdict.MainResult]) -> list[str]:
+    """Each failed threshold in words with its numbers: the main metric's from the numbers, any other as TFMA
+    said it; TFMA's own words where the numbers show no failure (TFMA decided; this only explains)."""
+    if summary.blessed is not False:
+        return []
+    ours = main.reasons() if main is not None else []
+    others = [f for f in summary.validation_failures if main is None or not f.startswith(f"{main.metric.key}:")]
+    return [*ours, *others] if ours else summary.validation_failures

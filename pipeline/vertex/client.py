@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pipeline.cloud.credentials import endpoint_credentials
+from pipeline.cloud.credentials import application_default, endpoint_credentials
 from pipeline.config import Config
 from pipeline.errors import ConfigError, VertexError
 
@@ -17,8 +17,9 @@ def init_client(config: Config, api_endpoint: Optional[str] = None):
         raise ConfigError("this command needs a vertex section in the config (see configs/vertex.yaml)")
     from google.cloud import aiplatform
 
+    # ADC read here: without any, a clear error instead of google-auth's traceback at the first call.
     aiplatform.init(project=config.vertex.project, location=config.vertex.region,
-                    credentials=endpoint_credentials(api_endpoint, "--api-endpoint"),
+                    credentials=endpoint_credentials(api_endpoint, "--api-endpoint") or application_default(),
                     api_endpoint=api_endpoint, api_transport="rest")
     return aiplatform
 
