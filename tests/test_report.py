@@ -77,7 +77,7 @@ def test_report_shows_what_the_run_recorded(report):
     assert re.search(r"<td>bill_length_mm</td><td>float</td><td>(?!0\.0%)[0-9.]+%</td>", data)
     assert "every split matches the schema" in data
     # The statistics and the columns are folded.
-    assert data.count("<details>") == 3  # train, eval statistics; the columns
+    assert data.count("<details>") == 4  # the train, eval and test splits' statistics; the columns
     # How the run read each column, as Transform recorded it.
     columns = data.split("Columns as the model reads them", 1)[1]
     assert "<td>species</td><td>label</td><td>multiclass</td><td>from the config</td>" in columns

@@ -109,7 +109,7 @@ def test_without_slice_bounds_the_model_is_pushed_and_the_report_shows_every_sli
     assert sorted(r.label for r in summary.slices[1:]) == sorted(f"region={r}" for r in REGIONS)
     assert sum(r.examples for r in summary.slices[1:]) == summary.metrics["example_count"]
     assert not any(r.gated for r in summary.slices)
-    assert "slices: region (one per categorical column with at most 10 values; eval split)" in text
+    assert "slices: region (one per categorical column with at most 10 values; test split)" in text
     quality = _section(_report(config, summary), "quality")
     for r in summary.slices[1:]:
         assert f"<td>{r.label}</td><td>{r.examples:,}</td><td>{r.metric:.4f}</td>" in quality

@@ -292,7 +292,7 @@ def _slice_lines(summary: RunSummary) -> list[str]:
                      f"{metric.label} {worst.metric:.4f} on {worst.examples} examples"
                      + ("" if worst.gated else " (no slice bound set)"))
     small = [r for r in summary.slices[1:] if r.examples < summary.slicing.plan["min_examples"]]
-    if small:
+    if small and slicing.SlicePlan(**summary.slicing.plan).gated:
         lines.append(f"  not gated, fewer than evaluator.slice_min_examples ({summary.slicing.plan['min_examples']})"
                      f" examples: {', '.join(f'{r.label} ({r.examples})' for r in small)}")
     return lines
