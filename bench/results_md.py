@@ -12,7 +12,8 @@ def markdown(r: dict) -> str:
               "says when it ran and the load average (1, 5, 15 min) at its start and end.", ""]
     for key, part in (("local", _local), ("trainer", _trainer), ("scale", _scale), ("taxi", _taxi),
                       ("analyzer_cache", _analyzer_cache), ("input", _input),
-                      ("example_gen", _example_gen), ("predict", _predict), ("width", _width)):
+                      ("example_gen", _example_gen), ("predict", _predict), ("width", _width),
+                      ("quality", _quality)):
         if key in r:
             lines += part(r[key])
     return "\n".join(lines)
@@ -167,6 +168,12 @@ def _width(w: dict) -> list[str]:
     from bench.width import markdown as width_markdown
 
     return [*width_markdown(w)[:1], "", _when(w), *width_markdown(w)[1:]]
+
+
+def _quality(q: dict) -> list[str]:
+    from bench.quality_report import markdown as quality_markdown
+
+    return quality_markdown(q, when=_when(q))
 
 
 def _predict(p: dict) -> list[str]:

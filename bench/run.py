@@ -21,6 +21,10 @@
    through the full pipeline beside penguins in the same run, each
    component's seconds and the peak memory as ratios to penguins', with a plot
    (bench/width.py).
+10. quality: real public tables (--quality-tables) through the pipeline by
+   config alone, the pushed model scored on held-out rows through
+   serving_default beside a linear model and HistGradientBoosting, each run's
+   time against penguins', with a plot (bench/quality.py).
 
 Results are merged into bench/results/<date>.json and summarised in
 bench/results/<date>.md (also printed).
@@ -43,7 +47,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import local, taxi, tfx_penguin, width
+from bench import local, quality, quality_report, quality_tables, taxi, tfx_penguin, width
 from bench.analyzer_cache import WINDOW, bench_analyzer_cache
 from bench.data_generator import write_dataset
 from bench.example_gen_bench import bench_example_gen, plot_example_gen
@@ -228,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="row counts for the scale runs, comma separated; empty skips them")
     parser.add_argument("--skip", action="append", default=[],
                         choices=["local", "trainer", "scale", "taxi", "cache", "input", "example_gen", "predict",
-                                 "width"])
+                                 "width", "quality"])
     parser.add_argument("--predict-sizes", default="1000000,10000000",
                         help="row counts for the predict comparison, comma separated; empty skips it")
     parser.add_argument("--predict-tfx-max-rows", type=int, default=1_000_000,
@@ -241,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="largest size at which TFX's CsvExampleGen runs too (it took 833 s at 10M rows)")
     parser.add_argument("--repeat", type=int, default=2, choices=range(1, 6), metavar="{1..5}",
                         help="local comparison rounds; the fastest of each side counts")
+    parser.add_argument("--quality-tables", default="", help="the quality part's tables, comma separated; "
+                        f"default all: {', '.join(quality_tables.TABLES)}")
     parser.add_argument("--results-dir", default=str(RESULTS_DIR), help="where <date>.json and <date>.md go")
     parser.add_argument("--keep", action="store_true", help="keep the runs' output directories")
     parser.add_argument("--before", metavar="CHECKOUT", type=Path,
@@ -248,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
     widths = parse_sizes(args.widths, "--widths", "column counts")
+    quality_tables_ = quality_tables.parse(args.quality_tables)
     before = local.check_before(args.before) if args.before else None
     # Reading results back through TFMA logs deprecation warnings; they aren't ours to fix.
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
@@ -298,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             print("predict: ours vs TFX's BulkInferrer on the same rows and model ...", flush=True)
             results["predict"] = _stamped(bench_predict, work, predict_sizes, beam_settings,
                                           args.predict_tfx_max_rows)
+        if "quality" not in args.skip:
+            print("quality: real tables by config alone vs a linear model and a GBM ...", flush=True)
+            penguins = results.get("local", {}).get("ours", {}).get("wall_seconds")
+            results["quality"] = _stamped(quality.bench_quality, work / "quality", quality_tables_, [],
+                                          quality.DEFAULT_CACHE, penguins)
     except BaseException:
         keep = True  # the logs say what went wrong
         raise
@@ -316,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         plot_example_gen(merged["example_gen"], results_dir / f"{today:%Y-%m-%d}-example-gen.png")
     if "width" in results:
         width.plot_width(merged["width"], results_dir / f"{today:%Y-%m-%d}-width.png")
+    if "quality" in results:
+        quality_report.plot(merged["quality"], results_dir / f"{today:%Y-%m-%d}-quality.png")
     if "scale" in results:
         plot_scale(merged["scale"], results_dir / f"{today:%Y-%m-%d}-scale.png")
     md = markdown(merged)

@@ -130,7 +130,8 @@ class PushExecutor(tfx_pusher_executor.Executor):
         if settings is not None and settings.vertex_endpoint:  # serving.target vertex_endpoint (before the labels)
             model_push.set_string_custom_property(VERTEX, _to_endpoint(settings, base, serving_path, version, run))
         if settings is not None:  # TF Serving's model config: the version under stable or canary (serving.rollout)
-            moved = rollout.after_push(base, settings.model_name, version, settings.rollout, run)
+            moved = rollout.after_push(base, settings.model_name, version, settings.rollout, run,
+                                       reload=rollout.Reload(settings.model_config_poll_seconds))
             logging.info("serving labels: %s", moved.describe())
             model_push.set_string_custom_property(LABELS, f"stable {moved.stable}" + (
                 f", canary {moved.canary}" if moved.canary is not None else ""))
@@ -143,8 +144,11 @@ def _to_endpoint(settings: serving_gate.GateSettings, base: str, serving_path: s
     direct rollout at 100% and promoted at once. The TF Serving labels follow in the same push (after_push)."""
     target = vertex_endpoint.Target(**settings.vertex_endpoint)
     model_version_id = vertex_endpoint.upload_version(target, serving_path, version)
+    stable = rollout.before_push(base, version).stable  # the champion, on an endpoint new to this serving dir
     record = vertex_endpoint.deploy_canary(target, base, version, model_version_id, run,
-                                           share=100 if settings.rollout == rollout.DIRECT else None)
+                                           share=100 if settings.rollout == rollout.DIRECT else None,
+                                           stable=None if stable is None else (stable,
+                                                                               serving_dir.version_path(base, stable)))
     logging.info("vertex endpoint %s: %s", target.endpoint, vertex_endpoint.describe(record))
     return vertex_endpoint.describe(record)
 

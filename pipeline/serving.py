@@ -61,7 +61,8 @@ def move(config: Config, action: str, to: Optional[int] = None, wait_seconds: fl
     by = f"python -m pipeline serving {action} ({default_owner()})"
     with run_lock(config.pipeline.root_uri, wait_seconds):
         try:
-            event = serving_move.move(base, name, action, by, endpoint_target(config), to)
+            event = serving_move.move(base, name, action, by, endpoint_target(config), to,
+                                      reload=rollout.Reload(config.serving.model_config_poll_seconds))
         except (RolloutError, ServingConfigChanged, VertexStateMismatch) as e:
             raise CommandFailed(str(e)) from None
     return f"{action}: {event.describe()}\n{status(config)}"

@@ -8,7 +8,7 @@ import time
 import urllib.request
 from typing import Optional
 
-from components.errors import CanaryMetricsError, VertexStateMismatch
+from components.errors import CanaryMetricsError, RolloutError, VertexStateMismatch
 from components.serving.canary_check import judge
 from components.serving.canary_monitoring import for_endpoint
 from components.serving.canary_prometheus import PrometheusScrapes, record
@@ -52,7 +52,7 @@ def check(config: Config, metrics_dir: Optional[str], urls: dict, apply: bool) -
         line, decision = judge(base, source_for, config.serving.check.rules(), time.time())
     except CanaryMetricsError as e:
         raise ConfigError(str(e)) from None
-    except VertexStateMismatch as e:
+    except (VertexStateMismatch, RolloutError) as e:
         raise CommandFailed(str(e)) from None
     if decision is None:
         return line

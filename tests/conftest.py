@@ -148,9 +148,10 @@ def gcs_bucket(gcs_emulator) -> GcsBucket:
 # groups are handed out first (xdist gives each worker one, then a second), paired so the two
 # workers start with about the same work: the Vertex dry runs and a schedule's dry runs on one,
 # the shared runs and the Kubeflow dry runs on the other (durations in docs/performance.md).
-SHARED_RUN_MODULES = ("tests/test_baseline.py", "tests/test_determinism.py", "tests/test_evaluator.py",
-                      "tests/test_gates.py", "tests/test_lineage.py", "tests/test_pipeline_e2e.py",
-                      "tests/test_predict.py", "tests/test_report.py", "tests/test_tuning_run.py")
+SHARED_RUN_MODULES = ("tests/test_baseline.py", "tests/test_bench_quality_scoring.py", "tests/test_determinism.py",
+                      "tests/test_evaluator.py", "tests/test_gates.py", "tests/test_lineage.py",
+                      "tests/test_pipeline_e2e.py", "tests/test_predict.py", "tests/test_report.py",
+                      "tests/test_tuning_run.py")
 SHARED_RUNS_GROUP = "shared-runs"
 FIRST_GROUPS = ("tests/test_dryrun_e2e.py", SHARED_RUNS_GROUP, "tests/test_dryrun_conditions.py",
                 "tests/test_dryrun_kubeflow.py")

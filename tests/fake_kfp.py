@@ -25,6 +25,10 @@ swagger/*.json for fields; backend/src/apiserver for behaviour):
   a PipelineSpec, refuses a schema version other than 2.1.0, an empty or malformed
   pipeline_info.name and a missing root (backend/src/apiserver/template/v2_template.go,
   NewV2SpecTemplate); an experiment_id must exist. A new run is PENDING (RuntimeState).
+  With a platform spec, kfp.Client sends {pipeline_spec, platform_spec} (kfp/client/client.py, _PipelineDoc.to_dict),
+  which the server splits into the two documents (backend/src/apiserver/server/api_util.go,
+  pipelineSpecStructToYamlString, 2.5.0) and parses the second strictly as a PlatformSpec ("cannot unmarshal
+  platform specific configs", v2_template.go); `platform_specs` keeps each one received.
 - A recurring run (recurring_run.proto): max_concurrency 1..10 and a cron that robfig/cron
   v1.2.0's Parse accepts: 5 or 6 fields, seconds first, no time zone
   (backend/src/apiserver/server/api_converter.go, toModelJob; go.mod pins robfig/cron v1.2.0;
@@ -71,6 +75,7 @@ class FakeKfp(JsonServer):
     experiments: dict[str, dict] = field(default_factory=dict)
     runs: dict[str, dict] = field(default_factory=dict)
     recurring_runs: dict[str, dict] = field(default_factory=dict)
+    platform_specs: list[dict] = field(default_factory=list)
     # States a run walks through on successive GETs (RuntimeState); the last one sticks.
     run_states: list[str] = field(default_factory=lambda: ["RUNNING", "SUCCEEDED"])
     run_error: str = ""
@@ -164,13 +169,21 @@ class FakeKfp(JsonServer):
         if experiment_id and experiment_id not in self.experiments:
             raise BadRequest(f"experiment {experiment_id} not found")
 
-    @staticmethod
-    def _check_spec(spec: Optional[dict]) -> None:
+    def _check_spec(self, spec: Optional[dict]) -> None:
         from google.protobuf import json_format
         from kfp.pipeline_spec import pipeline_spec_pb2
 
         if not spec:
             raise BadRequest("Failed to create a run: neither pipeline_spec nor pipeline_version_reference is set")
+        if "pipeline_spec" in spec:
+            platform = spec.get("platform_spec")
+            if platform is not None:
+                try:
+                    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())
+                except json_format.ParseError as e:
+                    raise BadRequest(f"cannot unmarshal platform specific configs: {e}") from None
+                self.platform_specs.append(platform)
+            spec = spec["pipeline_spec"]
         parsed = pipeline_spec_pb2.PipelineSpec()
         try:
             json_format.ParseDict(spec, parsed)  # strict, as protojson.Unmarshal there

@@ -12,6 +12,8 @@ filter grammar: cloud.google.com/monitoring/api/v3/filters), each with INVALID_A
 - `interval` is required; for reads it is (startTime, endTime], and "the start time must be specified, must be
   earlier than the end time" (TimeInterval).
 - `aggregation.alignment_period` "must be at least 60 seconds" and is required with any aligner but ALIGN_NONE;
+  "The maximum value of the alignment_period is 104 weeks (2 years) for charts, and 90,000 seconds (25 hours) for
+  alerting policies" (common.proto, Aggregation.alignment_period): beyond 104 weeks is refused;
   a cross_series_reducer needs an aligner other than ALIGN_NONE and an alignment period; ALIGN_DELTA "is valid for
   CUMULATIVE and DELTA metrics" (not GAUGE).
 - `order_by` "Unsupported: must be left blank"; `secondary_aggregation` "may only be specified if aggregation is
@@ -23,12 +25,17 @@ and metric./resource.label(s).KEY; group_by_fields only metric.label.KEY / resou
 ALIGN_NONE and ALIGN_DELTA and the reducers REDUCE_NONE and REDUCE_SUM are implemented, and no paging (a page_size
 smaller than the answer): each UNIMPLEMENTED. An alignment period with no points gets no point here (the service
 interpolates one); with one period over the whole window, as the check asks, that does not arise.
+
+The series it answers from are checked against the metric's descriptor as Google's metric list gives it
+(DESCRIPTORS: kind, value type, labels and their values), so a test cannot feed it series the service would never
+write; a series that breaks its descriptor fails the call with INTERNAL naming the rule.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -44,6 +51,65 @@ _SELECTOR = re.compile(r'^(metric|resource)\.(type|labels?\.(?:"([^"]+)"|([A-Za-
 _GROUP = re.compile(r'^(metric|resource)\.label\.(?:"([^"]+)"|([A-Za-z0-9_]+))$')
 Aligner, Reducer = monitoring_v3.Aggregation.Aligner, monitoring_v3.Aggregation.Reducer
 _GAUGE, _DELTA = 1, 2  # google.api.MetricDescriptor.MetricKind
+_MAX_ALIGNMENT_SECONDS = 104 * 7 * 86400  # common.proto, Aggregation.alignment_period: "104 weeks (2 years)"
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    kind: str          # DELTA | GAUGE | CUMULATIVE
+    value_type: str    # INT64 | DOUBLE | DISTRIBUTION
+    labels: dict       # label -> a regular expression its values match
+
+
+# The Vertex AI endpoint metrics (monitored resource aiplatform.googleapis.com/Endpoint) as Google's metric list
+# gives them: cloud.google.com/monitoring/api/metrics_gcp_a_b, "aiplatform" (the list generated 2026-04-10).
+# - prediction_latencies: DELTA, DISTRIBUTION, ms; latency_type is "One of the following "overhead", "model" or
+#   "total". The "total" latency type will always be populated. And the "overhead" and "model" latency type only
+#   get populated for custom-trained models and AutoML tabular models."
+# - response_count: DELTA, INT64; "Number of different online prediction response codes"; response_code is the
+#   "HTTP response code (1xx, 2xx, 3xx, 4xx, 5xx)".
+# - prediction_count ("Number of online predictions") and error_count ("Number of online prediction errors"):
+#   DELTA, INT64. The Vertex console's "Predictions per second" counts each instance of a request
+#   (cloud.google.com/vertex-ai/docs/general/monitoring-metrics).
+# - replicas: GAUGE, INT64 ("Number of active replicas used by the deployed model").
+# Every one has deployed_model_id ("The ID of the DeployedModel which serves the prediction request"), spot,
+# model_display_name and endpoint_display_name, except that replicas has no response or latency label.
+_AIPLATFORM = "aiplatform.googleapis.com/prediction/online/"
+_COMMON = {"deployed_model_id": r"[0-9]+", "spot": r"True|False", "model_display_name": r".*",
+           "endpoint_display_name": r".*"}
+DESCRIPTORS = {
+    _AIPLATFORM + "prediction_latencies": Descriptor("DELTA", "DISTRIBUTION",
+                                                     {**_COMMON, "latency_type": r"overhead|model|total"}),
+    _AIPLATFORM + "response_count": Descriptor("DELTA", "INT64", {**_COMMON, "response_code": r"[1-5]xx"}),
+    _AIPLATFORM + "prediction_count": Descriptor("DELTA", "INT64", _COMMON),
+    _AIPLATFORM + "error_count": Descriptor("DELTA", "INT64", _COMMON),
+    _AIPLATFORM + "replicas": Descriptor("GAUGE", "INT64", _COMMON),
+}
+# A label value the list says "will always be populated": a deployed model's latencies always include it.
+_ALWAYS = {_AIPLATFORM + "prediction_latencies": ("latency_type", "total")}
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def series(metric: str, labels: dict, points: list, endpoint_id: str, location: str, project: str) -> dict:
+    """One series of a Vertex AI endpoint as projects.timeSeries.list returns it (JSON), its kind and value type
+    from DESCRIPTORS; `points`: [(end time, value)], each a minute long, a value a count or, for a distribution,
+    (count, mean)."""
+    descriptor = DESCRIPTORS[metric]
+    out = []
+    for end, value in points:
+        interval = {"endTime": _rfc3339(end)}
+        if descriptor.kind != "GAUGE":
+            interval["startTime"] = _rfc3339(end - 60)
+        out.append({"interval": interval,
+                    "value": ({"distributionValue": {"count": str(value[0]), "mean": value[1]}}
+                              if descriptor.value_type == "DISTRIBUTION" else {"int64Value": str(value)})})
+    return {"metric": {"type": metric, "labels": labels},
+            "resource": {"type": "aiplatform.googleapis.com/Endpoint",
+                         "labels": {"endpoint_id": endpoint_id, "location": location, "resource_container": project}},
+            "metricKind": descriptor.kind, "valueType": descriptor.value_type, "points": out}
 
 
 class Refused(Exception):
@@ -111,9 +177,10 @@ class FakeMonitoring:
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, "secondary_aggregation is not implemented by the stand-in")
         if request.page_token:
             raise _bad(f"page_token {request.page_token!r} was not issued")
+        recorded = [monitoring_v3.TimeSeries.from_json(json.dumps(raw)) for raw in self.series[name.group(1)]]
+        _check_recorded(recorded)
         chosen = []
-        for raw in self.series[name.group(1)]:
-            one = monitoring_v3.TimeSeries.from_json(json.dumps(raw))
+        for one in recorded:
             if all(_select(one, selector) == value for selector, value in terms):
                 points = [p for p in one.points if start < _seconds(p.interval.end_time) <= end]
                 if points:
@@ -131,6 +198,38 @@ class FakeMonitoring:
         if request.page_size and sum(len(s.points) for s in out) > request.page_size:
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, "paging is not implemented by the stand-in")
         return monitoring_v3.ListTimeSeriesResponse(time_series=out)
+
+
+def _check_recorded(recorded: list) -> None:
+    """The series a test recorded, held to their metric's descriptor (DESCRIPTORS): what the service never writes
+    is no evidence of what our code would do with what it does write."""
+    kinds = {1: "GAUGE", 2: "DELTA", 3: "CUMULATIVE"}
+    types = {2: "INT64", 3: "DOUBLE", 5: "DISTRIBUTION"}
+    always: dict = {}
+    for one in recorded:
+        metric = one.metric.type
+        descriptor = DESCRIPTORS.get(metric)
+        if descriptor is None:
+            raise Refused(grpc.StatusCode.INTERNAL, f"recorded series of {metric}: not a metric the stand-in knows")
+        shape = (kinds.get(int(one.metric_kind)), types.get(int(one.value_type)))
+        if shape != (descriptor.kind, descriptor.value_type):
+            raise Refused(grpc.StatusCode.INTERNAL, f"recorded series of {metric} is {shape}; the metric list says "
+                                                    f"{(descriptor.kind, descriptor.value_type)}")
+        labels = dict(one.metric.labels)
+        for label, value in labels.items():
+            if label not in descriptor.labels or not re.fullmatch(descriptor.labels[label], value):
+                raise Refused(grpc.StatusCode.INTERNAL, f"recorded series of {metric}: label {label}={value!r} is "
+                                                        "not one the metric list gives")
+        if metric in _ALWAYS and "deployed_model_id" in labels:
+            label, _ = _ALWAYS[metric]
+            key = (metric, one.resource.labels.get("endpoint_id", ""), labels["deployed_model_id"])
+            always.setdefault(key, set()).add(labels.get(label))
+    for (metric, endpoint, model), values in always.items():
+        label, value = _ALWAYS[metric]
+        if value not in values:
+            raise Refused(grpc.StatusCode.INTERNAL, f"recorded series of {metric} for deployed model {model} on "
+                                                    f"endpoint {endpoint}: no {label}={value!r}, which the metric "
+                                                    "list says is always populated")
 
 
 def _filter(text: str) -> list:
@@ -182,6 +281,8 @@ def _aggregate(aggregation, chosen: list, start: float, end: float) -> list:
         raise _bad("aggregation.alignment_period is required with a per_series_aligner other than ALIGN_NONE")
     if period < 60:
         raise _bad(f"aggregation.alignment_period {period:g}s: the value must be at least 60 seconds")
+    if period > _MAX_ALIGNMENT_SECONDS:
+        raise _bad(f"aggregation.alignment_period {period:g}s: the maximum is 104 weeks (2 years)")
     aligned = []
     for one, points in chosen:
         if one.metric_kind == _GAUGE:

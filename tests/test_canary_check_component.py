@@ -110,7 +110,8 @@ def test_the_compiled_vertex_dag_runs_the_check_after_the_run_lease_and_before_t
     # target's step, every other parameter alike).
     spec = json.loads(compiled_template("serving.check.before_run=true", "serving.target=vertex_endpoint",
                                         "serving.vertex_endpoint.endpoint=42",
-                                        "serving.vertex_endpoint.model_id=penguin").read_text())["pipelineSpec"]
+                                        "serving.vertex_endpoint.model_id=penguin",
+                                        "serving.vertex_endpoint.accept_older_image_tf=true").read_text())["pipelineSpec"]
     tasks = task_dag(spec)["tasks"]
     check = tasks[CANARY_CHECK_ID]
     assert check["dependentTasks"] == ["RunLease"] and CANARY_CHECK_ID in tasks["Snapshot"]["dependentTasks"]

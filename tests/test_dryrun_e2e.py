@@ -56,7 +56,7 @@ TWO_WORKERS = ["vertex.worker_pool.preset=cpu", "vertex.worker_pool.extra_worker
 ADDED_ROWS = 30
 ENDPOINT = "projects/my-gcp-project/locations/us-central1/endpoints/42"
 TO_ENDPOINT = ["serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
-               "serving.vertex_endpoint.model_id=penguin"]
+               "serving.vertex_endpoint.model_id=penguin", "serving.vertex_endpoint.accept_older_image_tf=true"]
 RIVAL: dict = {}  # the dry run started together with run 1: its exit code and log
 THIRD: dict = {}  # run 3: run 2's config again, nothing changed
 

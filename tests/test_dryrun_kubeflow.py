@@ -42,6 +42,35 @@ def test_a_pre_cache_hook_is_refused_for_kubeflow_but_not_for_vertex(package):
     assert not [v for v in rules.check(model.read(pipeline_spec), VERTEX) if "hook" in str(v)]
 
 
+def test_a_multi_user_dry_run_refuses_pods_without_the_api_token_label(package, tmp_path):
+    """The run's own API calls need the token the access-ml-pipeline PodDefault projects into labelled pods only
+    (pipeline/spec/backends.py cites it): a package without the platform spec, or with an executor missing the
+    label, is refused before any task runs on multi-user Kubeflow (a profile namespace), not on standalone KFP."""
+    from pipeline.dryrun.run import dry_run
+    from pipeline.errors import SpecError
+    from pipeline.kubeflow.compile import load_platform_spec, write_package
+    from pipeline.spec.backends import multi_user
+
+    spec, platform = load_spec(package), load_platform_spec(package)
+    assert rules.check(model.read(spec, platform), multi_user(KUBEFLOW)) == []
+    assert [v.rule for v in rules.check(model.read(spec), multi_user(KUBEFLOW))] == \
+        ["pod-labels"] * len(spec["deploymentSpec"]["executors"])
+    assert rules.check(model.read(spec), KUBEFLOW) == []  # standalone KFP: no PodDefault to select
+    unlabelled = copy.deepcopy(platform)
+    first = sorted(unlabelled["platforms"]["kubernetes"]["deploymentSpec"]["executors"])[0]
+    unlabelled["platforms"]["kubernetes"]["deploymentSpec"]["executors"][first]["podMetadata"]["labels"] = {}
+    [violation] = rules.check(model.read(spec, unlabelled), multi_user(KUBEFLOW))
+    assert violation.rule == "pod-labels" and first in violation.field
+    unlabelled["platforms"]["kubernetes"]["deploymentSpec"]["executors"][first]["nodeSelector"] = {"labels": {}}
+    assert "not emulated by the dry run" in str(rules.check(model.read(spec, unlabelled), KUBEFLOW)[0])
+
+    old = tmp_path / "old.yaml"  # a package compiled before the label: no platform spec
+    write_package(old, spec, {})
+    config = load_config(KUBEFLOW_YAML, ["kubeflow.namespace=team-a"])
+    with pytest.raises(SpecError, match=r"(?s)multi-user Kubeflow Pipelines .*\[pod-labels\].*access-ml-pipeline"):
+        dry_run(config, tmp_path / "dryrun", template=old, stream=io.StringIO())
+
+
 def test_the_executor_input_is_built_as_the_open_source_driver_builds_it(package):
     from pipeline.dryrun import driver
 

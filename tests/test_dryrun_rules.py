@@ -207,7 +207,9 @@ def test_a_broken_rule_fails_the_dry_run_naming_the_task_and_the_field(tmp_path,
 
 
 def test_every_rule_is_tested_here():
-    assert {r.id for r in rules.RULES} == {rule for rule, _, _ in BROKEN}
+    # The platform spec's rules, Kubeflow's alone: tests/test_dryrun_kubeflow.py breaks them in its package.
+    kubeflow_only = {"platform-spec", "pod-labels"}
+    assert {r.id for r in rules.RULES} == {rule for rule, _, _ in BROKEN} | kubeflow_only
 
 
 def test_all_broken_rules_are_reported_at_once(tmp_path, compiled):

@@ -32,6 +32,27 @@ def test_no_task_needs_what_the_open_source_backend_cannot_run():
         assert (container["image"], container["command"]) == (image, ENTRYPOINT), label
 
 
+def test_every_executors_pod_is_labelled_for_the_pipelines_api_token_as_kfp_kubernetes_writes_it():
+    """Multi-user Kubeflow projects the API token (kubeflow.in_cluster_token_file) only into pods labelled
+    access-ml-pipeline: "true"; the platform spec puts the label on every executor's pod in kfp-kubernetes'
+    add_pod_label form, the second document of the package, which kfp.Client sends as the run's platform_spec."""
+    from google.protobuf import json_format
+    from kfp.client.client import _extract_pipeline_yaml
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    from pipeline.kubeflow.compile import load_platform_spec
+
+    package = compiled_package()
+    executors = load_spec(package)["deploymentSpec"]["executors"]
+    platform = load_platform_spec(package)
+    json_format.ParseDict(platform, pipeline_spec_pb2.PlatformSpec())  # strict, as the API server parses it
+    assert platform == {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {
+        label: {"podMetadata": {"labels": {"access-ml-pipeline": "true"}}} for label in executors}}}}}
+    sent = _extract_pipeline_yaml(str(package)).to_dict()  # what create_run_from_pipeline_package sends
+    assert set(sent) == {"pipeline_spec", "platform_spec"} and sent["platform_spec"] == platform
+    assert load_platform_spec(with_caching(package, False)) == platform
+
+
 @pytest.mark.parametrize("overrides", [(), ("data.spans=window(2)",)], ids=["flat", "spans"])
 def test_every_task_caches_by_the_same_rule_as_on_vertex(overrides):
     spec = load_spec(compiled_package(*overrides))

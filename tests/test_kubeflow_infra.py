@@ -4,6 +4,8 @@ its `terraform fmt` test covers infra/kubeflow too)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -20,15 +22,89 @@ def _defaults(tf) -> dict[str, str]:
     return {name: body.get("default") for name, body in tf["variable"].items()}
 
 
-def test_the_pods_account_may_only_use_the_bucket(tf):
-    resources = tf["resource"]
-    assert set(resources) == {"google_service_account", "google_storage_bucket_iam_member",
-                              "google_service_account_iam_member"}, "no project-level grants"
-    roles = {(b["bucket"], b["role"]) for b in resources["google_storage_bucket_iam_member"].values()}
-    assert roles == {("${var.bucket}", "roles/storage.objectUser"),
-                     ("${var.bucket}", "roles/storage.legacyBucketReader")}
-    members = {b["member"] for b in resources["google_storage_bucket_iam_member"].values()}
-    assert members == {"serviceAccount:${google_service_account.kfp_pipeline.email}"}
+def _enabled(tf, resource: dict, options: dict) -> bool:
+    """Whether a resource exists with the module's variables at their defaults, overridden by `options`."""
+    count = resource.get("count")
+    if count is None:
+        return True
+    variables = {**_defaults(tf), **options}
+    condition = re.fullmatch(r'\$\{var\.(\w+) == "" \? 0 : 1\}|\$\{var\.(\w+) \? 1 : 0\}', count)
+    assert condition, f"count {count}: not a form this test reads"
+    if condition[1]:
+        return variables[condition[1]] != ""
+    return bool(variables[condition[2]])
+
+
+def _granted(tf, options: dict) -> set[tuple[str, str, str]]:
+    """(role, what it is granted on, member) of every grant the module makes with `options`."""
+    out = set()
+    for rtype, named in tf["resource"].items():
+        if rtype.endswith("_iam_member"):
+            for body in named.values():
+                if _enabled(tf, body, options):
+                    target = next(body[k] for k in ("bucket", "topic", "project", "service_account_id") if k in body)
+                    out.add((body["role"], target, body["member"]))
+    return out
+
+
+POD_ACCOUNT = "serviceAccount:${google_service_account.kfp_pipeline.email}"
+OPTIONS = {"pubsub_topic": "projects/my-gcp-project/topics/penguin-pipeline-runs", "vertex_endpoint": True,
+           "canary_check_metrics": True}
+
+
+def test_the_pods_account_may_only_use_the_bucket_unless_an_option_needs_more(tf):
+    bucket_roles = {("roles/storage.objectUser", "${var.bucket}", POD_ACCOUNT),
+                    ("roles/storage.legacyBucketReader", "${var.bucket}", POD_ACCOUNT)}
+    workload_identity = {(r, t, m) for r, t, m in _granted(tf, {}) if r == "roles/iam.workloadIdentityUser"}
+    assert _granted(tf, {}) - workload_identity == bucket_roles, "no project-level grant with every option off"
+    assert _granted(tf, OPTIONS) - workload_identity == bucket_roles | {
+        ("roles/pubsub.publisher", "${var.pubsub_topic}", POD_ACCOUNT),  # that topic only
+        ("roles/aiplatform.user", "${var.project_id}", POD_ACCOUNT),
+        ("${google_project_iam_custom_role.metrics_reader[0].id}", "${var.project_id}", POD_ACCOUNT)}
+    [role] = tf["resource"]["google_project_iam_custom_role"].values()
+    assert role["permissions"] == ["monitoring.timeSeries.list"]
+    assert role["count"] == "${var.canary_check_metrics ? 1 : 0}"
+
+
+def test_each_option_the_config_turns_on_is_granted_what_preflight_checks_it_needs():
+    """Preflight asks Policy Troubleshooter for these permissions (pipeline/cloud/access.py option_needs); the
+    module's variable for each option grants a role holding it (roles/pubsub.publisher: pubsub.topics.publish;
+    roles/aiplatform.user: aiplatform.models.upload and aiplatform.endpoints.deploy, cloud.google.com/iam/docs/
+    roles-permissions/aiplatform; the custom role: monitoring.timeSeries.list)."""
+    from pipeline.cloud.access import option_needs
+
+    config = kubeflow_config("notify.pubsub_topic=projects/my-gcp-project/topics/penguin-pipeline-runs",
+                             "serving.target=vertex_endpoint", "serving.check.before_run=true",
+                             "serving.vertex_endpoint.endpoint=projects/my-gcp-project/locations/us-central1/"
+                             "endpoints/42", "serving.vertex_endpoint.model_id=penguin",
+                             "serving.vertex_endpoint.accept_older_image_tf=true")
+    needs = {(n.permission, n.grant) for n in option_needs(config, "kubeflow.google_service_account", "a")}
+    assert needs == {("pubsub.topics.publish", "roles/pubsub.publisher on the topic"),
+                     ("aiplatform.models.upload", "roles/aiplatform.user"),
+                     ("aiplatform.endpoints.deploy", "roles/aiplatform.user"),
+                     ("monitoring.timeSeries.list", "a role with monitoring.timeSeries.list (the Terraform's metrics "
+                                                    "reader)")}
+    assert option_needs(kubeflow_config(), "kubeflow.google_service_account", "a") == []
+
+
+def test_the_pod_default_projects_the_token_where_the_run_reads_it_into_the_pods_the_compile_labels():
+    """The access-ml-pipeline PodDefault (multi-user Kubeflow) selects the label every step's pod carries
+    (pipeline/kubeflow/compile.py POD_LABELS) and mounts a token for the pipelines API's audience at
+    kubeflow.in_cluster_token_file."""
+    import posixpath
+
+    from pipeline.kubeflow.compile import POD_LABELS
+
+    manifest = yaml.safe_load((KUBEFLOW_INFRA / "poddefault.yaml").read_text())
+    assert (manifest["apiVersion"], manifest["kind"]) == ("kubeflow.org/v1alpha1", "PodDefault")
+    spec = manifest["spec"]
+    assert spec["selector"] == {"matchLabels": POD_LABELS}
+    directory, name = posixpath.split(kubeflow_config().kubeflow.in_cluster_token_file)
+    [mount] = spec["volumeMounts"]
+    [volume] = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    [source] = volume["projected"]["sources"]
+    assert mount["mountPath"] == directory and source["serviceAccountToken"]["path"] == name
+    assert source["serviceAccountToken"]["audience"] == "pipelines.kubeflow.org"  # the API server's TokenReview
 
 
 def test_workload_identity_binds_the_configured_namespace_and_account(tf):

@@ -11,6 +11,8 @@ import yaml
 from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.errors import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_OK
+from pipeline.kubeflow.compile import load_spec
+from tests.fake_google_apis import FakeGoogleApis
 from tests.fake_kfp import FakeKfp
 from tests.kubeflow_support import BUCKET, KUBEFLOW_YAML, compiled_package
 
@@ -52,8 +54,12 @@ def test_submit_sends_a_run_of_the_compiled_spec(kfp, capsys):
     assert code == EXIT_OK, err
     [run_] = fake.runs.values()
     assert f"submitted run {run_['run_id']} (experiment penguin-tpu, namespace kubeflow)" in out
-    # What we compiled, per-task caching options included, is what the server got.
-    assert _spec(run_["pipeline_spec"]) == _spec(yaml.safe_load(compiled_package().read_text()))
+    # What we compiled, per-task caching options included, is what the server got, with its platform spec (the pod
+    # label for the API token, pipeline/kubeflow/compile.py) as kfp.Client sends one: {pipeline_spec, platform_spec}.
+    from pipeline.kubeflow.compile import load_platform_spec
+
+    assert _spec(run_["pipeline_spec"]["pipeline_spec"]) == _spec(load_spec(compiled_package()))
+    assert run_["pipeline_spec"]["platform_spec"] == load_platform_spec(compiled_package()) == fake.platform_specs[0]
     assert run_["runtime_config"]["pipeline_root"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
     assert run_["service_account"] == "penguin-pipeline"
     assert run_["display_name"].startswith("penguin-tpu-")
@@ -77,7 +83,7 @@ def test_submit_wait_follows_the_run_to_its_end(kfp, capsys):
 def test_the_server_refuses_a_spec_that_is_not_2_1(kfp, capsys, tmp_path):
     """Why compile.py asks TFX for pipeline spec 2.1.0: the Vertex form (2.0.0) is refused."""
     fake, args, _ = kfp
-    spec = yaml.safe_load(compiled_package().read_text())
+    spec = next(yaml.safe_load_all(compiled_package().read_text()))
     old = tmp_path / "old.yaml"
     old.write_text(yaml.safe_dump({**spec, "schemaVersion": "2.0.0"}))
     code, _, err = run(capsys, "submit", *args, "--spec", str(old))
@@ -99,7 +105,7 @@ def test_schedule_create_list_pause_resume_delete(kfp, capsys):
     assert job["trigger"]["cron_schedule"]["start_time"] == "2027-01-04T02:00:00Z"
     assert (job["mode"], job["max_concurrency"], job["no_catchup"]) == ("ENABLE", "2", True)
     assert fake.sent("POST", "/recurringruns$")[0].body["max_concurrency"] == 2
-    assert _spec(job["pipeline_spec"]) == _spec(yaml.safe_load(compiled_package().read_text()))
+    assert _spec(job["pipeline_spec"]["pipeline_spec"]) == _spec(load_spec(compiled_package()))
     assert job["runtime_config"]["pipeline_root"] == f"gs://{BUCKET}/root/pipeline_root/penguin-tpu"
 
     def listed() -> str:
@@ -253,6 +259,52 @@ def test_preflight_checks_the_api_server_bucket_and_image(kfp, capsys, monkeypat
         monkeypatch.setenv("KFP_TOKEN", "wrong")
         code, out, _ = run(capsys, "preflight", *checks)
         assert code == EXIT_FAILED and f"FAIL KFP API {host}" in out and "not authenticated (401)" in out
+    finally:
+        google.stop()
+
+
+def test_preflight_names_what_the_pods_account_may_not_do_for_each_enabled_option(kfp, capsys):
+    """The pods' Google account (kubeflow.google_service_account), asked of Policy Troubleshooter as for Vertex: the
+    bucket, the notify topic, the Vertex endpoint and Cloud Monitoring. An option turned on without its grant
+    (infra/kubeflow's variable left off) used to surface mid-run as PERMISSION_DENIED: a lost notification, a
+    version published but not deployed, a first step that fails."""
+    from pipeline.cloud import images
+    from tests.fake_google_apis import Project
+
+    fake, args, _ = kfp
+    account = "penguin-kfp-pipeline@my-gcp-project.iam.gserviceaccount.com"
+    topic = "projects/my-gcp-project/topics/penguin-pipeline-runs"
+    project = "//cloudresourcemanager.googleapis.com/projects/my-gcp-project"
+    options = [f"notify.pubsub_topic={topic}", "serving.target=vertex_endpoint", "serving.check.before_run=true",
+               "serving.vertex_endpoint.endpoint=projects/my-gcp-project/locations/us-central1/endpoints/42",
+               "serving.vertex_endpoint.model_id=penguin", "serving.vertex_endpoint.accept_older_image_tf=true"]
+    checks = [a for a in args if a != "--skip-preflight"] + [x for o in options for x in ("--set", o)]
+    image = images.parse(load_config(KUBEFLOW_YAML).kubeflow.pipeline_image)
+    # As infra/kubeflow grants it with every option's variable on (tests/test_kubeflow_infra.py holds the module
+    # to these): objectUser on the bucket, the topic's publisher, aiplatform.user, the metrics reader.
+    granted = {(account, "storage.objects.create", f"//storage.googleapis.com/projects/_/buckets/{BUCKET}/objects/"),
+               (account, "pubsub.topics.publish", f"//pubsub.googleapis.com/{topic}"),
+               (account, "aiplatform.models.upload", project), (account, "aiplatform.endpoints.deploy", project),
+               (account, "monitoring.timeSeries.list", project)}
+    google = FakeGoogleApis(Project(
+        project=image.project, enabled_apis={"storage.googleapis.com", "artifactregistry.googleapis.com",
+                                             "policytroubleshooter.googleapis.com"},
+        buckets={BUCKET: "US-CENTRAL1"}, caller={"storage.buckets.get"}, accounts={account}, grants=granted,
+        images={image.api_path}, subnetworks={}, quotas={}))
+    checks += ["--preflight-endpoint", google.start()]
+    try:
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_OK and "?    the pods' Google service account: not checked" in out
+        assert "the run needs pubsub.topics.publish to publish each run's outcome" in out
+        checks += ["--set", f"kubeflow.google_service_account={account}"]
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_OK and f"ok   {account} (kubeflow.google_service_account): may write step outputs" in out
+        google.p.grants.discard((account, "pubsub.topics.publish", f"//pubsub.googleapis.com/{topic}"))
+        code, out, _ = run(capsys, "preflight", *checks)
+        assert code == EXIT_FAILED
+        assert (f"FAIL {account} (kubeflow.google_service_account): may not publish each run's outcome "
+                "(notify.pubsub_topic) (pubsub.topics.publish); fix: grant roles/pubsub.publisher on the topic "
+                "(infra/kubeflow's `terraform apply` with the variable of each enabled option does)") in out, out
     finally:
         google.stop()
 

@@ -64,6 +64,65 @@ def test_direct_pushes_serve_at_once_and_canary_pushes_wait_beside_stable(tmp_pa
     assert [v.number for v in serving_dir.versions(str(base))] == [10, 11, 12, 13]
 
 
+@pytest.mark.parametrize("move, labels", [("a canary replacing the one out", {"stable": 1, "canary": 3}),
+                                          ("a direct push", {"stable": 3}),
+                                          ("a rollback to a version not loaded", {"stable": 1})])
+def test_a_label_moves_onto_a_version_only_once_the_servers_of_models_config_list_it(tmp_path, move, labels):
+    """TF Serving applies the labels before it loads newly listed versions (tests/fake_tf_serving.py cites
+    server_core.cc): written at once, such a move was refused on every poll and the version never loaded. Now the
+    version is listed first, and the label moves after the servers' poll."""
+    from tests.fake_tf_serving import ModelServer
+
+    base = tmp_path / "serving"
+    server = ModelServer(str(base))
+    waits = []
+    reload = rollout.Reload(30, wait=lambda seconds: (waits.append(seconds), server.poll()))
+    for number in (1, 2):  # the first version, then a canary beside it: labels not in use yet, one write each
+        _version(base, number)
+        rollout.after_push(str(base), NAME, number, "canary", f"run-{number}", reload=reload)
+        server.poll()
+    assert (server.labels, waits) == ({"stable": 1, "canary": 2}, [])
+    _version(base, 3)
+    if move == "a canary replacing the one out":
+        rollout.after_push(str(base), NAME, 3, "canary", "run-3", reload=reload)
+    elif move == "a direct push":
+        rollout.after_push(str(base), NAME, 3, "direct", "run-3", reload=reload)
+    else:
+        rollout.promote(str(base), NAME, "me", reload=reload)  # 2 was loaded: one write
+        server.poll()
+        assert (server.labels, server.states, waits) == ({"stable": 2}, {2: "available"}, [])
+        rollout.rollback(str(base), NAME, "me", reload=reload)  # back to 1, unloaded since the promote
+    server.poll()
+    assert server.labels == labels and server.errors == [], server.errors
+    assert waits == [30 + rollout.RELOAD_MARGIN_SECONDS]
+    assert _served(_configs(base)["models.config"])[1] == labels
+    assert server.serves("stable") == labels["stable"] and server.serves("canary") == labels.get("canary")
+
+
+def test_the_model_server_stand_in_refuses_a_label_moved_onto_a_version_it_has_not_loaded(tmp_path):
+    """The rule itself, on configs written as they were before: stable 1 -> 2 in one write is refused on every poll
+    and 2 never starts loading. Without --allow_version_labels_for_unavailable_models even the first label is
+    refused (why infra/serving sets the flag)."""
+    from tests.fake_tf_serving import ModelServer
+
+    base = tmp_path / "serving"
+    for number in (1, 2):
+        _version(base, number)
+    server, strict = ModelServer(str(base)), ModelServer(str(base), allow_unavailable_labels=False)
+    model_config.write(str(base), NAME, Labels(1), None)
+    for each in (server, strict):
+        each.poll()
+        each.poll()
+    assert (server.labels, server.serves("stable"), server.errors) == ({"stable": 1}, 1, [])
+    assert strict.labels == {} and strict.states == {} and "version 1" in strict.errors[-1]
+    model_config.write(str(base), NAME, Labels(2), model_config.read(str(base)))
+    server.poll()
+    server.poll()
+    assert server.labels == {"stable": 1} and 2 not in server.states
+    assert "Request to assign label to version 2 of model penguin-tpu, which is not currently available" \
+        in server.errors[-1]
+
+
 def test_promote_and_rollback_move_labels_delete_nothing_and_are_recorded(tmp_path):
     base = tmp_path / "serving"
     for number in (1, 2):
@@ -239,3 +298,14 @@ def test_the_serving_commands_show_promote_and_roll_back_leaving_a_valid_config_
     moves = capsys.readouterr().out.split("label moves:\n", 1)[1].splitlines()
     assert [line.split()[1] for line in moves] == ["push", "push", "promote", "rollback"]
     assert "stable 1, canary 2 -> stable 2, canary -" in moves[2]
+
+
+def test_the_model_config_servers_poll_reaches_the_pusher_and_the_runs_first_step():
+    """serving.model_config_poll_seconds (30 in the cloud configs, 0 locally: no server reads a laptop's labels)."""
+    from pipeline.config import load_config
+    from pipeline.dag.canary import canary_check_step
+
+    config = load_config("configs/vertex.yaml", ["serving.check.before_run=true"])
+    assert config.serving.gate_settings("m", ()).model_config_poll_seconds == 30
+    assert canary_check_step(config, run_lease=False).exec_properties["model_config_poll_seconds"] == 30
+    assert load_config("configs/local.yaml").serving.model_config_poll_seconds == 0

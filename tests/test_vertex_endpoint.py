@@ -243,7 +243,7 @@ def test_a_dry_run_points_the_endpoint_target_at_its_stand_in_and_never_at_googl
     from pipeline.errors import ConfigError
 
     sets = ["serving.target=vertex_endpoint", "serving.vertex_endpoint.endpoint=42",
-            "serving.vertex_endpoint.model_id=penguin"]
+            "serving.vertex_endpoint.model_id=penguin", "serving.vertex_endpoint.accept_older_image_tf=true"]
     config = load_config("configs/vertex.yaml", sets)
     with endpoint_stand_in(config, tmp_path) as seen:
         url = seen.serving.vertex_endpoint.api_endpoint
@@ -268,7 +268,7 @@ def test_what_cannot_reach_the_dry_runs_stand_in_is_refused_naming_why(tmp_path,
     from pipeline.errors import ConfigError
 
     sets = ["serving.target=vertex_endpoint", "serving.vertex_endpoint.endpoint=42",
-            "serving.vertex_endpoint.model_id=penguin"]
+            "serving.vertex_endpoint.model_id=penguin", "serving.vertex_endpoint.accept_older_image_tf=true"]
     spec = tmp_path / "pipeline.json"
     spec.write_text("{}")
     with pytest.raises(ConfigError, match="--spec with serving.target vertex_endpoint: the dry run compiles"):

@@ -36,7 +36,9 @@ def _uploaded(target, number):
 
 def _sets(root, fake_url, *extra):
     return [f"pipeline.root={root}", "serving.target=vertex_endpoint", f"serving.vertex_endpoint.endpoint={ENDPOINT}",
-            "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={fake_url}", *extra]
+            "serving.vertex_endpoint.model_id=penguin", f"serving.vertex_endpoint.api_endpoint={fake_url}",
+            # No prebuilt image runs TF 2.16 (docs/serving.md); the stand-in loads no model, so nothing is at risk.
+            "serving.vertex_endpoint.accept_older_image_tf=true", *extra]
 
 
 @pytest.mark.parametrize("bad, field", [
@@ -54,6 +56,33 @@ def test_the_section_refuses_bad_values_naming_the_field(tmp_path, bad, field):
         load_config(CONFIG, _sets(tmp_path, "http://127.0.0.1:1", bad))
 
 
+def test_an_image_whose_tensorflow_is_older_than_the_exporters_is_refused_unless_accepted(tmp_path):
+    """Vertex's newest prebuilt TensorFlow prediction image runs 2.15; our models are exported by 2.16, and the gate
+    can load them under 2.16 only (fail closed: the config refuses, and so does the gate for a spec that got past)."""
+    from components.serving import serving_gate
+
+    sets = [s for s in _sets(tmp_path, "http://127.0.0.1:1") if "accept_older_image_tf" not in s]
+    with pytest.raises(ConfigError, match=r"tf2-cpu.2-15:latest runs TensorFlow 2.15, older than the 2.16 .*"
+                                          "accept_older_image_tf: true"):
+        load_config(CONFIG, sets)
+    config = load_config(CONFIG, [*sets, "serving.vertex_endpoint.accept_older_image_tf=true"])
+    target = config.serving.endpoint_target(config.vertex, NAME)
+    refused = serving_gate.check(str(tmp_path), serving_gate.GateSettings(
+        model_name=NAME, vertex_endpoint={**target, "accept_older_image_tf": False}))
+    assert not refused.ok and "older than the 2.16" in refused.reason and "accept_older_image_tf is false" in \
+        refused.reason
+
+
+@pytest.mark.parametrize("region, registry", [("us-central1", "us"), ("europe-west4", "europe"),
+                                              ("asia-northeast1", "asia"), ("me-west1", "europe")])
+def test_the_default_prediction_image_is_in_the_registry_nearest_the_endpoints_region(tmp_path, region, registry):
+    endpoint = f"projects/my-project/locations/{region}/endpoints/42"
+    config = load_config(CONFIG, [*_sets(tmp_path, "http://127.0.0.1:1"),
+                                  f"serving.vertex_endpoint.endpoint={endpoint}"])
+    image = config.serving.endpoint_target(config.vertex, NAME)["image_uri"]
+    assert image == f"{registry}-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+
+
 def test_target_vertex_endpoint_needs_its_section():
     with pytest.raises(ConfigError, match="needs a serving.vertex_endpoint section"):
         load_config(CONFIG, ["serving.target=vertex_endpoint"])
@@ -61,7 +90,7 @@ def test_target_vertex_endpoint_needs_its_section():
 
 def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_bucket, gcs_emulator, monkeypatch):
     from components.gcs import MOUNT_ENV
-    from components.pusher import VERTEX
+    from components.pusher import GATE, VERTEX
     from components.serving import serving_gate
     from tests import serving_models
 
@@ -79,6 +108,7 @@ def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_
                                  settings)
     v1, v2 = (int(p.get_string_custom_property("pushed_version")) for p in (first, second))
     assert "champion: version" in first.get_string_custom_property(VERTEX)
+    assert "the endpoint's image was not checked" in first.get_string_custom_property(GATE)
     assert "10%" in second.get_string_custom_property(VERTEX)
     record = ve.status(ve.Target(**target), str(base))
     assert (record.served(ve.CHAMPION).version, record.served(ve.CHALLENGER).version) == (v1, v2)
@@ -87,6 +117,38 @@ def test_the_pusher_uploads_and_deploys_each_pushed_version(tmp_path, fake, gcs_
     assert upload["model"]["artifactUri"] == f"gs://{gcs_bucket.name}/serving/{v2}"
     assert upload["parentModel"].endswith("/models/penguin")
     assert rollout.labels(str(base)) == Labels(v1, v2)  # the TF Serving labels follow: stable = champion
+
+
+def test_turning_the_target_on_for_a_serving_dir_that_served_deploys_its_stable_as_champion_first(
+        tmp_path, fake, gcs_bucket, gcs_emulator, monkeypatch):
+    """The first push to an endpoint of a serving dir whose labels serve a stable version: that version is uploaded
+    and deployed as champion, then the new one as challenger at the canary's share. It used to deploy the new
+    version alone at 100% while the labels made it the canary, and every later command refused the disagreement."""
+    from components.gcs import MOUNT_ENV
+    from components.serving import serving_gate
+    from tests import serving_models
+    from tests.test_rollout import _version
+
+    monkeypatch.setenv(MOUNT_ENV, str(tmp_path / "gcs"))
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator.url)
+    config = load_config(CONFIG, _sets(tmp_path / "root", fake.url, "serving.rollout=canary"))
+    target = config.serving.endpoint_target(config.vertex, NAME)
+    base = tmp_path / "gcs" / gcs_bucket.name / "serving"
+    _version(base, 1)
+    rollout.after_push(str(base), NAME, 1, "canary", "run-1")  # served under TF Serving alone: stable 1
+    settings = serving_gate.GateSettings(model_name=NAME, warmup_requests=2, rollout="canary", vertex_endpoint=target)
+    pushed = serving_models.push(tmp_path, serving_models.save_model(tmp_path / "b", 0.7),
+                                 serving_models.eval_split(tmp_path / "examples"), base, "b", settings)
+    v2 = int(pushed.get_string_custom_property("pushed_version"))
+    assert rollout.labels(str(base)) == Labels(1, v2)
+    record = ve.agreeing(ve.Target(**target), str(base), rollout.labels(str(base)))  # no disagreement
+    champion, challenger = record.served(ve.CHAMPION), record.served(ve.CHALLENGER)
+    assert (champion.version, challenger.version) == (1, v2)
+    assert record.split == {champion.deployed_model_id: 90, challenger.deployed_model_id: 10}
+    uploads = [b["model"]["artifactUri"] for m, p, b in fake.requests if p.endswith("models:upload")]
+    assert sorted(uploads) == [f"gs://{gcs_bucket.name}/serving/1", f"gs://{gcs_bucket.name}/serving/{v2}"]
+    version = fake.models[ve.Target(**target).model]["versions"][champion.model_version_id]
+    assert {"champion", "default"} <= set(version["versionAliases"])
 
 
 def _two_canary_pushes(root, sets) -> tuple[str, ve.Target]:
@@ -163,20 +225,18 @@ def test_a_real_endpoint_needs_the_serving_dir_on_gcs(tmp_path):
         load_config(CONFIG, sets)
 
 
-def _counted(metric: str, model: str, value, end: float) -> dict:
-    """One Cloud Monitoring series of the endpoint with a single one-minute point ending at `end`."""
-    from components.serving.canary_monitoring import DEPLOYED_MODEL, LATENCIES
+def _counted(model: str, answered: int, failed: int, latency_ms: float, end: float) -> list:
+    """A deployed model's Cloud Monitoring series on the endpoint, each a single one-minute point ending at `end`:
+    its responses by status class and its total latency (what the check reads)."""
+    from components.serving.canary_monitoring import DEPLOYED_MODEL, LATENCIES, RESPONSE_CODE, RESPONSE_COUNT
+    from tests.fake_monitoring import series
 
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end))
-    start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end - 60))
-    latency = metric == LATENCIES
-    return {"metric": {"type": metric, "labels": {DEPLOYED_MODEL: model}},
-            "resource": {"type": "aiplatform.googleapis.com/Endpoint",
-                         "labels": {"endpoint_id": ENDPOINT.rsplit("/", 1)[-1], "location": "us-central1"}},
-            "metricKind": "DELTA", "valueType": "DISTRIBUTION" if latency else "INT64",
-            "points": [{"interval": {"startTime": start, "endTime": stamp},
-                        "value": {"distributionValue": {"count": str(value[0]), "mean": value[1]}} if latency
-                        else {"int64Value": str(value)}}]}
+    def one(metric, value, **labels):
+        return series(metric, {DEPLOYED_MODEL: model, **labels}, [(end, value)], ENDPOINT.rsplit("/", 1)[-1],
+                      "us-central1", "my-project")
+    return [one(RESPONSE_COUNT, answered, **{RESPONSE_CODE: "2xx"}),
+            one(RESPONSE_COUNT, failed, **{RESPONSE_CODE: "5xx"}),
+            one(LATENCIES, (answered + failed, latency_ms), latency_type="total")]
 
 
 @pytest.fixture
@@ -193,19 +253,13 @@ def _failing_challenger_out(root, fake, monitoring):
     """Two canary pushes on the endpoint stand-in, and Cloud Monitoring series in which the challenger (version 2)
     fails 10 of 50 requests against none of the champion's 100. Returns the --set list, the target and the
     champion's deployed model id."""
-    from components.serving.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
-
     sets = _sets(root, fake.url, f"serving.check.monitoring_endpoint={monitoring.address}",
                  "serving.check.min_canary_minutes=0", "serving.check.min_requests=10")
     base, target = _two_canary_pushes(root, sets)
     record = ve.status(target, base)
     champion, challenger = (record.served(w).deployed_model_id for w in (ve.CHAMPION, ve.CHALLENGER))
     end = rollout.canary_since(base) + 1  # inside the window: after the challenger went out, before the check
-    monitoring.series[target.project] = [
-        _counted(PREDICTION_COUNT, champion, 100, end), _counted(ERROR_COUNT, champion, 0, end),
-        _counted(LATENCIES, champion, (100, 5.0), end),
-        _counted(PREDICTION_COUNT, challenger, 40, end), _counted(ERROR_COUNT, challenger, 10, end),
-        _counted(LATENCIES, challenger, (50, 5.0), end)]
+    monitoring.series[target.project] = [*_counted(champion, 100, 0, 5.0, end), *_counted(challenger, 40, 10, 5.0, end)]
     time.sleep(max(0.0, end + 1 - time.time()))
     return sets, target, champion
 
@@ -217,7 +271,7 @@ def _rolled_back(fake, target, base, champion) -> bool:
 
 def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failing_challenger_back(tmp_path, fake,
                                                                                                   monitoring, capsys):
-    from components.serving.canary_monitoring import ERROR_COUNT, LATENCIES, PREDICTION_COUNT
+    from components.serving.canary_monitoring import LATENCIES, RESPONSE_COUNT
     from pipeline.cli import main
 
     root = tmp_path / "root"
@@ -231,7 +285,7 @@ def test_serving_check_on_the_endpoint_reads_cloud_monitoring_and_rolls_a_failin
     assert "rollback canary 2" in out and "20.00%" in out, out
     assert _rolled_back(fake, target, str(root / "serving_model" / NAME), champion)
     asked = {r.filter.split('"')[1] for r in monitoring.requests}
-    assert asked == {PREDICTION_COUNT, ERROR_COUNT, LATENCIES}
+    assert asked == {RESPONSE_COUNT, LATENCIES}
 
 
 def test_the_runs_first_step_decides_on_the_endpoint_too(tmp_path, fake, monitoring, caplog):
@@ -256,6 +310,7 @@ def test_a_dry_run_refuses_the_first_step_on_an_endpoint_without_a_monitoring_st
 
     config = load_config("configs/vertex.yaml", ["serving.target=vertex_endpoint", "serving.check.before_run=true",
                                                  "serving.vertex_endpoint.endpoint=42",
-                                                 "serving.vertex_endpoint.model_id=penguin"])
+                                                 "serving.vertex_endpoint.model_id=penguin",
+                                                 "serving.vertex_endpoint.accept_older_image_tf=true"])
     with pytest.raises(ConfigError, match="Cloud Monitoring"):
         dry_run(config, tmp_path / "dryrun")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Optional
 
 from components.errors import CanaryMetricsError
@@ -15,16 +16,21 @@ from components.serving.model_config import Labels
 
 # The metric types and the monitored resource (type and its labels endpoint_id, location) as Google's own Vertex AI
 # endpoints dashboard queries them (GoogleCloudPlatform/monitoring-dashboard-samples,
-# dashboards/google-vertex-ai/vertex-ai-endpoints.json); the metric list for "aiplatform" is
-# cloud.google.com/monitoring/api/metrics_gcp (not readable here).
-PREDICTION_COUNT = "aiplatform.googleapis.com/prediction/online/prediction_count"
-ERROR_COUNT = "aiplatform.googleapis.com/prediction/online/error_count"
+# dashboards/google-vertex-ai/vertex-ai-endpoints.json); their kinds and labels as Google's metric list gives them
+# (cloud.google.com/monitoring/api/metrics_gcp_a_b, "aiplatform").
+# response_count counts responses, one per request whatever its instances (prediction_count counts instances), by
+# response_code, "HTTP response code (1xx, 2xx, 3xx, 4xx, 5xx)": the requests and their errors, non-2xx.
+RESPONSE_COUNT = "aiplatform.googleapis.com/prediction/online/response_count"
+RESPONSE_CODE = "response_code"
+# prediction_latencies has one series per latency_type, "overhead", "model" and "total", all filled for custom-trained
+# models: summed over them, each request counts three times and the mean is two thirds of the total. "total" alone.
 LATENCIES = "aiplatform.googleapis.com/prediction/online/prediction_latencies"
+LATENCY_TYPE, TOTAL = "latency_type", "total"
 ENDPOINT = "aiplatform.googleapis.com/Endpoint"
-# Which deployed model answered: a metric label no source read here confirms, so a series without it stops the
-# check (CanaryMetricsError) rather than be counted for either track.
+# Which deployed model answered: every one of these metrics has the label (the metric list); a series without it
+# stops the check (CanaryMetricsError) rather than be counted for either track.
 DEPLOYED_MODEL = "deployed_model_id"
-ERROR = "error"  # error_count has no status label we rely on: every counted error is one status
+_CODE = re.compile(r"^[1-5]")  # an HTTP status class: 2xx is an answer, any other an error
 CALL_TIMEOUT_SECONDS = 60.0
 MIN_ALIGNMENT_SECONDS = 60  # Aggregation.alignment_period "must be at least 60 seconds" (common.proto)
 
@@ -55,8 +61,9 @@ class EndpointMetrics:
     def _client(self):
         return self.client if self.client is not None else metric_client()
 
-    def request(self, metric_type: str, since: float, now: float) -> dict:
-        """ListTimeSeries over (since, now]: one aligned point per series, summed per deployed model."""
+    def request(self, metric_type: str, since: float, now: float, labels: tuple = ()) -> dict:
+        """ListTimeSeries over (since, now]: one aligned point per series, summed per deployed model and per each
+        of `labels` (metric labels); for the latencies, their "total" series alone."""
         from google.cloud import monitoring_v3
         from google.protobuf import duration_pb2, timestamp_pb2
 
@@ -64,27 +71,29 @@ class EndpointMetrics:
             return timestamp_pb2.Timestamp(seconds=int(t), nanos=int(round((t - int(t)) * 1e9)) % 1_000_000_000)
 
         period = max(MIN_ALIGNMENT_SECONDS, math.ceil(now - since))
+        only_total = f' AND metric.labels.{LATENCY_TYPE} = "{TOTAL}"' if metric_type == LATENCIES else ""
         return {
             "name": f"projects/{self.project}",
             "filter": (f'metric.type = "{metric_type}" AND resource.type = "{ENDPOINT}" AND '
                        f'resource.labels.endpoint_id = "{self.endpoint_id}" AND '
-                       f'resource.labels.location = "{self.region}"'),
+                       f'resource.labels.location = "{self.region}"{only_total}'),
             "interval": monitoring_v3.TimeInterval(start_time=stamp(since), end_time=stamp(now)),
             "aggregation": monitoring_v3.Aggregation(
                 alignment_period=duration_pb2.Duration(seconds=period),
                 per_series_aligner=monitoring_v3.Aggregation.Aligner.ALIGN_DELTA,
                 cross_series_reducer=monitoring_v3.Aggregation.Reducer.REDUCE_SUM,
-                group_by_fields=[f"metric.label.{DEPLOYED_MODEL}"]),
+                group_by_fields=[f"metric.label.{label}" for label in (DEPLOYED_MODEL, *labels)]),
             "view": monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL,
         }
 
-    def _per_model(self, metric_type: str, since: float, now: float) -> dict:
-        """{deployed model id: [point values]} of one metric over the window."""
+    def _per_model(self, metric_type: str, since: float, now: float, label: str = "") -> dict:
+        """{deployed model id: {`label`'s value: [point values]}} of one metric over the window ("" without one)."""
         from google.api_core import exceptions
 
         try:
-            series = list(self._client().list_time_series(request=self.request(metric_type, since, now),
-                                                          timeout=CALL_TIMEOUT_SECONDS))
+            series = list(self._client().list_time_series(
+                request=self.request(metric_type, since, now, (label,) if label else ()),
+                timeout=CALL_TIMEOUT_SECONDS))
         except exceptions.GoogleAPICallError as e:
             raise CanaryMetricsError(f"Cloud Monitoring refused ListTimeSeries of {metric_type} for endpoint "
                                      f"{self.endpoint_id} in projects/{self.project}: {e}") from None
@@ -96,23 +105,29 @@ class EndpointMetrics:
                     f"Cloud Monitoring returned a series of {metric_type} for endpoint {self.endpoint_id} without the "
                     f"metric label {DEPLOYED_MODEL} (labels {dict(one.metric.labels)}): it can't tell the canary "
                     "from stable, so nothing is decided (docs/serving.md)")
-            out.setdefault(model, []).extend(p.value for p in one.points)
+            value = one.metric.labels.get(label, "") if label else ""
+            out.setdefault(model, {}).setdefault(value, []).extend(p.value for p in one.points)
         return out
 
     def windows(self, since: float, now: float) -> dict:
-        counts = {metric: self._per_model(metric, since, now) for metric in (PREDICTION_COUNT, ERROR_COUNT)}
+        responses = self._per_model(RESPONSE_COUNT, since, now, RESPONSE_CODE)
         latencies = self._per_model(LATENCIES, since, now)
         out = {}
         for track in TRACKS:
             model = self.deployed_models[track]
-            answered = sum(_number(v, PREDICTION_COUNT) for v in counts[PREDICTION_COUNT].get(model, []))
-            failed = sum(_number(v, ERROR_COUNT) for v in counts[ERROR_COUNT].get(model, []))
+            requests = {OK: 0.0}
+            for code, values in responses.get(model, {}).items():
+                if not _CODE.match(code):
+                    raise CanaryMetricsError(f"{RESPONSE_COUNT}: deployed model {model} has a series of "
+                                             f"{RESPONSE_CODE} {code!r}, not an HTTP status class: nothing decided")
+                key = OK if code.startswith("2") else code
+                requests[key] = requests.get(key, 0.0) + sum(_number(v, RESPONSE_COUNT) for v in values)
             latency_sum = latency_count = 0.0
-            for value in latencies.get(model, []):
+            for value in latencies.get(model, {}).get("", []):
                 distribution = _distribution(value)
                 latency_sum += distribution.mean * distribution.count
                 latency_count += distribution.count
-            out[track] = Window({OK: answered, ERROR: failed}, latency_sum, latency_count)
+            out[track] = Window(requests, latency_sum, latency_count)
         return out
 
 

@@ -32,13 +32,16 @@ class Labels:
 class Written:
     labels: Labels
     generation: str  # what `write` must find to replace it: a GCS generation, or a local file's mtime_ns
+    listed: tuple[int, ...] = ()  # the versions it lists (model_version_policy.specific): what its servers load
 
 
-def render(model_name: str, base_path: str, labels: Labels, track: Optional[str] = None) -> str:
+def render(model_name: str, base_path: str, labels: Labels, track: Optional[str] = None,
+           also: tuple[int, ...] = ()) -> str:
     """The ModelServerConfig text proto (tensorflow_serving/config/model_server_config.proto): the model's versions
-    under model_version_policy.specific, with version_labels. `track`: that label's version alone and no labels, so
-    the server's unlabelled requests get it and moving it needs no label move, which TF Serving refuses towards a
-    version it has not loaded yet (server_core.cc, UpdateModelVersionLabelMap)."""
+    under model_version_policy.specific, with version_labels, and `also` listed without a label (loaded before a
+    label moves onto them). `track`: that label's version alone and no labels, so the server's unlabelled requests
+    get it and moving it needs no label move, which TF Serving refuses towards a version it has not loaded yet
+    (server_core.cc, UpdateModelVersionLabelMap)."""
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
@@ -49,7 +52,7 @@ def render(model_name: str, base_path: str, labels: Labels, track: Optional[str]
         named = {}
         versions = [labels.canary if track == CANARY and labels.canary is not None else labels.stable]
     else:
-        versions = sorted(set(named.values()))
+        versions = sorted(set(named.values()) | set(also))
     config = model_server_config_pb2.ModelServerConfig()
     model = config.model_config_list.config.add(name=model_name, base_path=base_path, model_platform="tensorflow")
     model.model_version_policy.specific.versions.extend(versions)
@@ -59,6 +62,11 @@ def render(model_name: str, base_path: str, labels: Labels, track: Optional[str]
 
 
 def parse(text: str, where: str = "model config") -> Labels:
+    return _parse(text, where)[0]
+
+
+def _parse(text: str, where: str) -> tuple[Labels, tuple[int, ...]]:
+    """The labels and the listed versions."""
     from google.protobuf import text_format
     from tensorflow_serving.config import model_server_config_pb2
 
@@ -67,7 +75,8 @@ def parse(text: str, where: str = "model config") -> Labels:
     if len(models) != 1:
         raise ValueError(f"{where}: expected one model, found {len(models)}")
     labels = dict(models[0].version_labels)
-    return Labels(labels.get(STABLE), labels.get(CANARY))
+    return (Labels(labels.get(STABLE), labels.get(CANARY)),
+            tuple(sorted(models[0].model_version_policy.specific.versions)))
 
 
 def _path(base: str, name: str) -> str:
@@ -81,13 +90,38 @@ def read(base: str, gcs_client=None) -> Optional[Written]:
         found = gcs.read(path, gcs_client)
         if found is None:
             return None
-        return Written(parse(found.body.decode(), path), str(found.generation))
+        labels, listed = _parse(found.body.decode(), path)
+        return Written(labels, str(found.generation), listed)
     try:
         with open(path) as f:
             text, stamp = f.read(), os.fstat(f.fileno()).st_mtime_ns
     except FileNotFoundError:
         return None
-    return Written(parse(text, path), str(stamp))
+    labels, listed = _parse(text, path)
+    return Written(labels, str(stamp), listed)
+
+
+def onto_unloaded(written: Optional[Written], labels: Labels) -> tuple[int, ...]:
+    """The versions `labels` would move a label onto that a server of `written` has not loaded: a label in use
+    that names another version, towards a version `written` does not list. TF Serving refuses that move until the
+    version is available, and applies the labels before it loads newly listed versions (server_core.cc, ReloadConfig
+    calls UpdateModelVersionLabelMap before AddModelsViaModelConfigList), so the version must be listed by an
+    earlier write. --allow_version_labels_for_unavailable_models covers only a label not in use yet."""
+    if written is None:
+        return ()
+    before = {STABLE: written.labels.stable, CANARY: written.labels.canary}
+    after = {STABLE: labels.stable, CANARY: labels.canary}
+    return tuple(sorted({v for label, v in after.items() if v is not None and before[label] not in (None, v)
+                         and v not in written.listed}))
+
+
+def list_first(base: str, model_name: str, written: Written, versions: tuple[int, ...], gcs_client=None) -> Written:
+    """Rewrite models.config with its labels as they are and `versions` listed too, so its servers load them before
+    a later write moves a label onto them (onto_unloaded); the track files are left as they are. Returns what was
+    written, for the next write's precondition."""
+    listed = tuple(sorted(set(written.listed) | set(versions)))
+    text = render(model_name, gcs.api_uri(base).rstrip("/"), written.labels, also=listed)
+    return Written(written.labels, _put(_path(base, CONFIG_FILE), text, written, gcs_client), listed)
 
 
 def write(base: str, model_name: str, labels: Labels, expected: Optional[Written], gcs_client=None) -> None:
@@ -107,19 +141,20 @@ def write(base: str, model_name: str, labels: Labels, expected: Optional[Written
          gcs_client)
 
 
-def _put(path: str, text: str, expected: Optional[Written], gcs_client) -> None:
-    """Write path whole. With `expected`, only if it is still that generation ("" : only if absent)."""
+def _put(path: str, text: str, expected: Optional[Written], gcs_client) -> str:
+    """Write path whole; its new generation. With `expected`, only if it is still that generation ("" : only if
+    absent)."""
     body = text.encode()
     if gcs.is_gcs(path):
         if expected is None:
             gcs.write(path, body, "text/plain", gcs_client)
-            return
+            return ""
         done = (gcs.create(path, body, gcs_client) if not expected.generation
                 else gcs.replace(path, body, int(expected.generation), gcs_client))
         if done is None:
             raise ServingConfigChanged(f"{path} changed since it was read (generation {expected.generation or 'none'})"
                                        "; nothing written: read it again (python -m pipeline serving status)")
-        return
+        return str(done)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     if expected is not None:
@@ -136,3 +171,4 @@ def _put(path: str, text: str, expected: Optional[Written], gcs_client) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)  # TF Serving polls the file: it sees the old one or the new one, never half
+    return str(os.stat(path).st_mtime_ns)

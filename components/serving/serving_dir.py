@@ -55,9 +55,13 @@ def _children(store: Storage) -> dict[str, set[str]]:
 def versions(base: str, gcs_client=None) -> list[Version]:
     """Loadable versions under base (numeric name and a saved_model.pb), oldest first."""
     store = storage_for(base, gcs_client)
-    found = [Version(int(name), _join(base, name)) for name, files in _children(store).items()
+    found = [Version(int(name), version_path(base, int(name))) for name, files in _children(store).items()
              if name.isdigit() and SAVED_MODEL in files]
     return sorted(found, key=lambda v: v.number)
+
+
+def version_path(base: str, number: int) -> str:
+    return _join(base, str(number))
 
 
 def incomplete(base: str, gcs_client=None) -> list[int]:

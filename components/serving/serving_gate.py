@@ -12,7 +12,7 @@ import sys
 import tempfile
 from typing import Optional
 
-from components.serving import warmup
+from components.serving import prediction_image, warmup
 from components.splits import EVAL
 
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "serving_probe.py")
@@ -28,6 +28,7 @@ class GateSettings:
     drop_features: tuple[str, ...] = ()  # what clients don't send: the label, ignored columns
     split: str = EVAL  # warm-up rows come from eval: the test split stays the Evaluator's alone
     rollout: str = "direct"          # direct | canary (components/serving/rollout.py)
+    model_config_poll_seconds: float = 0.0  # rollout.Reload: the poll of the servers reading models.config
     # components/serving/vertex_endpoint.py Target's fields; None: TF Serving only
     vertex_endpoint: Optional[dict] = None
 
@@ -47,12 +48,13 @@ class Verdict:
     reason: str = ""                  # why it can't serve; "" when ok
     latency_ms: tuple[float, ...] = ()
     ops: int = 0
+    note: str = ""                    # what the gate did not check
 
     def describe(self) -> str:
         if not self.ok:
             return f"refused: {self.reason}"
         return (f"serves: {self.ops} op types all in core TensorFlow, {len(self.latency_ms)} warm-up requests "
-                f"answered, slowest {max(self.latency_ms):.1f} ms")
+                f"answered, slowest {max(self.latency_ms):.1f} ms" + (f"; {self.note}" if self.note else ""))
 
 
 def add_warmup(model_dir: str, examples_uri: str, settings: GateSettings) -> str:
@@ -76,7 +78,22 @@ def _requests_file(model_dir: str, path: str) -> None:
 
 
 def check(model_dir: str, settings: GateSettings) -> Verdict:
-    """Can TF Serving load model_dir and answer its warm-up requests? Asked of a fresh, isolated interpreter."""
+    """Can TF Serving load model_dir and answer its warm-up requests? Asked of a fresh, isolated interpreter, under
+    this environment's TensorFlow: a Vertex endpoint whose image runs an older one is refused (fail closed) unless
+    its config accepts that, and then the verdict says it was not checked."""
+    endpoint = settings.vertex_endpoint or {}
+    older = prediction_image.older_than_exporter(endpoint["image_uri"]) if endpoint else ""
+    if older and not endpoint.get("accept_older_image_tf"):
+        return Verdict(False, f"{older} (serving.vertex_endpoint.accept_older_image_tf is false)")
+    verdict = _probe(model_dir, settings)
+    if older and verdict.ok:
+        verdict = dataclasses.replace(verdict, note=f"the endpoint's image was not checked: {older}; pushed as "
+                                                    "serving.vertex_endpoint.accept_older_image_tf says")
+    logging.info("serving gate: %s", verdict.describe())
+    return verdict
+
+
+def _probe(model_dir: str, settings: GateSettings) -> Verdict:
     with tempfile.TemporaryDirectory(prefix="serving-gate-") as work:
         requests, out = os.path.join(work, "requests.tfrecord"), os.path.join(work, "verdict.json")
         _requests_file(model_dir, requests)
@@ -93,10 +110,8 @@ def check(model_dir: str, settings: GateSettings) -> Verdict:
             tail = (done.stderr or "").strip().splitlines()[-3:]
             return Verdict(False, f"the TensorFlow-only probe exited {done.returncode} without a verdict: "
                                   + " | ".join(tail))
-    verdict = Verdict(bool(body["ok"]), body.get("reason", ""), tuple(body.get("latency_ms") or ()),
-                      int(body.get("ops", 0)))
-    logging.info("serving gate: %s", verdict.describe())
-    return verdict
+    return Verdict(bool(body["ok"]), body.get("reason", ""), tuple(body.get("latency_ms") or ()),
+                   int(body.get("ops", 0)))
 
 
 def _read(path: str) -> Optional[dict]:

@@ -14,9 +14,10 @@ from components.serving.model_config import Labels
 
 
 def move(base: str, model_name: str, action: str, by: str, target: Optional[vertex_endpoint.Target] = None,
-         to: Optional[int] = None, why: str = "") -> rollout.Event:
-    """`action` promote or rollback (to `to`, or as rollout.rolled_back_to chooses). Raises RolloutError,
-    ServingConfigChanged or VertexStateMismatch with nothing moved when the first move is refused."""
+         to: Optional[int] = None, why: str = "", reload: rollout.Reload = rollout.NO_SERVER) -> rollout.Event:
+    """`action` promote or rollback (to `to`, or as rollout.rolled_back_to chooses); `reload`: the servers of
+    models.config. Raises RolloutError, ServingConfigChanged or VertexStateMismatch with nothing moved when the first
+    move is refused."""
     if action not in ("promote", "rollback"):
         raise RolloutError(f"unknown serving move {action!r}: promote or rollback")
     if target is not None:
@@ -26,8 +27,8 @@ def move(base: str, model_name: str, action: str, by: str, target: Optional[vert
                  else vertex_endpoint.rollback(target, base, by, why=why, to=_back_to(base, to, current)))
         by = f"{by}; vertex endpoint: {moved.note}"
     if action == "promote":
-        return rollout.promote(base, model_name, by, why=why)
-    return rollout.rollback(base, model_name, by, to, why=why)
+        return rollout.promote(base, model_name, by, why=why, reload=reload)
+    return rollout.rollback(base, model_name, by, to, why=why, reload=reload)
 
 
 def _back_to(base: str, to: Optional[int], current: Labels) -> Optional[int]:

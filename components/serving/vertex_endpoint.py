@@ -31,6 +31,7 @@ class Target:
     model_id: str          # the registry model's id: projects/P/locations/R/models/<model_id>
     display_name: str
     image_uri: str         # Vertex's prebuilt TensorFlow prediction container
+    accept_older_image_tf: bool = False  # pushed although its TensorFlow is older than the exporter's (unchecked)
     machine_type: str = "n1-standard-2"
     canary_percent: int = 10
     min_replicas: int = 1
@@ -121,14 +122,20 @@ def upload_version(target: Target, artifact_uri: str, version: int) -> str:
 
 
 def deploy_canary(target: Target, base: str, version: int, model_version_id: str, by: str,
-                  share: Optional[int] = None) -> Record:
+                  share: Optional[int] = None, stable: Optional[tuple[int, str]] = None) -> Record:
     """Deploy the challenger with `share` percent (default: the canary's); the champion keeps the rest. With no
-    champion deployed yet, or share 100, the challenger gets all traffic and is promoted at once."""
+    champion deployed yet, or share 100, the challenger gets all traffic and is promoted at once.
+    `stable`: (version, directory) of what the serving dir's labels serve as stable. On an endpoint this serving
+    dir never pushed to (the target turned on for a serving dir that served before), that version is deployed as
+    champion first, so the endpoint serves what the labels say (champion = stable, challenger = canary) instead of
+    the new version alone, which every later move would refuse as a disagreement."""
     current = status(target, base)
+    share = target.canary_percent if share is None else share
+    if current is None and stable is not None and stable[0] != version and share < 100:
+        current = _adopt(target, base, stable[0], stable[1], by)
     champion = current.served(CHAMPION) if current else None
     if current is not None and current.challenger:
         champion = rollback(target, base, by, why=f"replaced by version {version}").served(CHAMPION)
-    share = target.canary_percent if share is None else share
     share = 100 if champion is None else share
     models, endpoints = _clients(target)
     split = {"0": share, **({champion.deployed_model_id: 100 - share} if champion and share < 100 else {})}
@@ -137,6 +144,17 @@ def deploy_canary(target: Target, base: str, version: int, model_version_id: str
     record = _record(base, "push", champion, new, _split(endpoints, target),
                      by, f"deployed version {version} at {share}%")
     return promote(target, base, by, why="direct") if share == 100 else record
+
+
+def _adopt(target: Target, base: str, version: int, directory: str, by: str) -> Record:
+    """The serving dir's stable `version`, served before this target was on, as the endpoint's champion: uploaded,
+    deployed with all traffic, aliased champion and default."""
+    models, endpoints = _clients(target)
+    model_version_id = upload_version(target, directory, version)
+    served = _deploy(target, endpoints, version, model_version_id, {"0": 100})
+    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHAMPION, DEFAULT])
+    return _record(base, "push", served, None, _split(endpoints, target), by,
+                   f"version {version}, stable before the endpoint target, deployed as champion")
 
 
 def _deploy(target: Target, endpoints, version: int, model_version_id: str, split: dict) -> Served:

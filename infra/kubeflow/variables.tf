@@ -41,3 +41,25 @@ variable "kubernetes_service_account" {
     error_message = "kubernetes_service_account must be a Kubernetes service account name."
   }
 }
+
+variable "pubsub_topic" {
+  description = "notify.pubsub_topic in configs/kubeflow.yaml (projects/P/topics/T); the pods' account may publish to it. Empty: no notification topic."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.pubsub_topic == "" || can(regex("^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/[A-Za-z][A-Za-z0-9._~%+-]{2,254}$", var.pubsub_topic))
+    error_message = "pubsub_topic must be empty or projects/PROJECT/topics/TOPIC."
+  }
+}
+
+variable "vertex_endpoint" {
+  description = "serving.target is vertex_endpoint: the pods' account may upload models and deploy them to endpoints (roles/aiplatform.user)."
+  type        = bool
+  default     = false
+}
+
+variable "canary_check_metrics" {
+  description = "serving.check.before_run with serving.target vertex_endpoint: the pods' account may read Cloud Monitoring time series."
+  type        = bool
+  default     = false
+}

@@ -22,6 +22,7 @@ def canary_check_step(config: Config, run_lease: bool) -> Optional[BaseNode]:
                        metrics_dir=config.serving_metrics_dir, rules=config.serving.check.rules(),
                        endpoint_target=config.serving.endpoint_target(config.vertex, config.pipeline.name),
                        monitoring_endpoint=config.serving.check.monitoring_endpoint,
+                       model_config_poll_seconds=config.serving.model_config_poll_seconds,
                        lease_root=config.pipeline.root_uri if run_lease else None,
                        lease_owner=OWNER_PLACEHOLDER if run_lease else None,
                        lease_ttl_seconds=float(config.pipeline.run_lease_ttl_seconds)).with_id(CANARY_CHECK_ID)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import yaml
-
 from pipeline.config import Config
 from pipeline.spec.model import Job
 
@@ -27,7 +25,10 @@ def submitted_job(config: Config, template: Path) -> Job:
 
 
 def kubeflow_run(config: Config, template: Path) -> Job:
-    """The run kfp.Client creates from a package `compile` wrote for pipeline.target kubeflow: the spec as it is,
-    the pipeline root as its runtime config (pipeline/kubeflow/submit.py); ids like Vertex's, name and time."""
-    return Job(f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}", yaml.safe_load(template.read_text()),
-               {"gcsOutputDirectory": config.pipeline.pipeline_root})
+    """The run kfp.Client creates from a package `compile` wrote for pipeline.target kubeflow: the spec and its
+    platform spec as they are, the pipeline root as its runtime config (pipeline/kubeflow/submit.py); ids like
+    Vertex's, name and time."""
+    from pipeline.kubeflow.compile import load_platform_spec, load_spec
+
+    return Job(f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}", load_spec(template),
+               {"gcsOutputDirectory": config.pipeline.pipeline_root}, load_platform_spec(template))

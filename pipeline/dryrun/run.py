@@ -32,7 +32,7 @@ from pipeline.local.progress import run_logging
 from pipeline.runs.report import write_report
 from pipeline.runs.summary import RunSummary, exit_code, format_summary, summarize
 from pipeline.spec import model, rules
-from pipeline.spec.backends import BACKENDS, KUBEFLOW, VERTEX, Backend
+from pipeline.spec.backends import BACKENDS, KUBEFLOW, VERTEX, Backend, multi_user
 from pipeline.spec.model import Dag, Job, Pipeline, exit_task, in_order
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
     if getattr(config, backend.name) is None:
         raise ConfigError(f"dryrun --backend {backend.name} needs a {backend.name} section in the config "
                           f"(see configs/{backend.name}.yaml)")
+    if backend.name == KUBEFLOW.name and config.kubeflow.multi_user:
+        backend = multi_user(backend)
     if runs < 1:
         raise ConfigError(f"--runs {runs}: at least one run")
     if template is not None and not Path(template).is_file():
@@ -108,7 +110,7 @@ def dry_run(config: Config, local_dir: str | os.PathLike = DEFAULT_DIR, runs: in
 
 def _compile(config: Config, backend: Backend, service_dir: Path) -> Path:
     """The spec as that target's `compile` writes it."""
-    if backend is KUBEFLOW:
+    if backend.name == KUBEFLOW.name:
         from pipeline.kubeflow.compile import compile_pipeline as compile_kubeflow
 
         return compile_kubeflow(config, service_dir / "pipeline.yaml")
@@ -119,7 +121,7 @@ def _compile(config: Config, backend: Backend, service_dir: Path) -> Path:
 
 def _submitted(config: Config, template: Path, backend: Backend) -> Job:
     """The job as the backend gets it: Vertex's PipelineJob body, or the run kfp.Client creates."""
-    return kubeflow_run(config, template) if backend is KUBEFLOW else submitted_job(config, template)
+    return kubeflow_run(config, template) if backend.name == KUBEFLOW.name else submitted_job(config, template)
 
 
 def _seed(config: Config, bucket: BucketMap, stream: TextIO) -> None:
@@ -139,7 +141,7 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
         # mkdir, so two dry runs started together on one directory never share one (nor a run lease owner).
         time.sleep(0.2)
         job = _submitted(config, template, backend)
-    pipeline = model.read(job.spec)
+    pipeline = model.read(job.spec, job.platform)
     rules.enforce(pipeline, backend)
     logs = service_dir / "logs" / job.job_id
     _announce(config, job.job_id, pipeline, bucket, backend, stream)
@@ -158,7 +160,7 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
     board = JobBoard(service_dir / "jobs")
     training = VertexEmulator(config.vertex.project, config.vertex.region, service_dir / "emulator" / job.job_id,
                               lambda name, job_body: workers.start(name, job_body, settings), say, board) \
-        if backend is VERTEX else contextlib.nullcontext(NO_TRAINING_SERVICE)
+        if backend.name == VERTEX.name else contextlib.nullcontext(NO_TRAINING_SERVICE)
     with run_logging(log_file, stream), training as emulator:
         # CustomJob replicas, too, reach Google only through the emulator, never with the user's credentials.
         settings.env.update(emulator.env)
@@ -167,7 +169,7 @@ def _one_run(config: Config, local_config: Config, template: Path, bucket: Bucke
         ctx = RunContext(job, backend, bucket, CacheIndex(service_dir / "cache", config.pipeline.name), recorder,
                          settings.env, logs, config.beam.args,
                          f"projects/{config.vertex.project}/locations/{config.vertex.region}/metadataStores/default"
-                         if backend is VERTEX else f"namespaces/{config.kubeflow.namespace}", say)
+                         if backend.name == VERTEX.name else f"namespaces/{config.kubeflow.namespace}", say)
         placeholders = run_placeholders(job, backend, ctx.resource_prefix)
         board.start(job.job_id, placeholders[OWNER_PLACEHOLDER])
         _run_dag(pipeline, pipeline.root, root_scope(job, placeholders), ctx, results,

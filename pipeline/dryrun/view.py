@@ -48,7 +48,8 @@ def endpoint_stand_in(config: Config, local_dir: Path, stream: Optional[TextIO] 
 @contextlib.contextmanager
 def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Config]:
     """`config` as the dry run on `local_dir` ran it: pipeline.root mapped into its bucket, the GCS emulator
-    that keeps its models.config and claims in this process's environment, the endpoint at its stand-in."""
+    that keeps its models.config and claims in this process's environment, the endpoint at its stand-in, and no
+    model server reading models.config."""
     if not config.pipeline.root_uri.startswith("gs://"):
         raise ConfigError(f"--dryrun-dir acts on a dry run of a cloud config, whose pipeline.root is a gs:// URI; "
                           f"this config's is {config.pipeline.root_uri}: pass the config the dry run ran "
@@ -59,5 +60,8 @@ def command_view(config: Config, local_dir: str | os.PathLike) -> Iterator[Confi
                           f"`python -m pipeline dryrun --local-dir {local_dir}` first")
     with gcs_emulator.shared(bucket.root.parent, [bucket_of(config.pipeline.root_uri)]) as env, \
             endpoint_stand_in(config, bucket.root.parent) as config:
+        # No model server reads a dry run's bucket: a label move need not wait for one's poll (rollout.Reload).
+        config = config.model_copy(update={"serving": config.serving.model_copy(
+            update={"model_config_poll_seconds": 0.0})})
         with overriding(env):
             yield local_view(config, bucket)

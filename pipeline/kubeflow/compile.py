@@ -12,11 +12,16 @@ import yaml
 from pipeline.config import Config
 from pipeline.errors import EXIT_OK, ConfigError
 from pipeline.spec import cache_rule
+from pipeline.spec.backends import ACCESS_ML_PIPELINE
 from pipeline.spec.compile import compile_job, output_path
 
 DEFAULT_OUTPUT = "output/kubeflow/pipeline.yaml"
 ENTRYPOINT = ["python", "-m", "pipeline.kubeflow.entrypoint"]
 SCHEMA_VERSION = "2.1.0"
+# On multi-user Kubeflow the API token the run's own calls send (kubeflow.in_cluster_token_file) is projected only
+# into pods with this label (backends.ACCESS_ML_PIPELINE says where). On every executor's pod: it selects nothing on
+# standalone KFP.
+POD_LABELS = ACCESS_ML_PIPELINE
 
 
 def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT) -> Path:
@@ -31,8 +36,26 @@ def compile_pipeline(config: Config, output: str | os.PathLike = DEFAULT_OUTPUT)
         raise ConfigError(f"TFX wrote pipeline spec schema {spec.get('schemaVersion')!r}; the KFP API server "
                           f"accepts only {SCHEMA_VERSION}")
     set_resources(spec, config.kubeflow)
-    out.write_text(yaml.safe_dump(spec, sort_keys=True))
+    write_package(out, spec, platform_spec(spec))
     return out
+
+
+def platform_spec(spec: dict) -> dict:
+    """The Kubernetes platform spec: POD_LABELS on every container executor's pod, in the form kfp-kubernetes'
+    add_pod_label writes (kubeflow/pipelines kubernetes_platform/python/kfp/kubernetes/pod_metadata.py; the
+    executor's KubernetesExecutorConfig.pod_metadata, kubernetes_platform/proto/kubernetes_executor_config.proto, as
+    its JSON under platforms.kubernetes.deploymentSpec.executors, test_pod_metadata.py). The backend puts those labels
+    on the executor's pod (backend/src/v2/compiler/argocompiler/container.go, extendPodMetadata, from 2.1.0)."""
+    executors = {name: {"podMetadata": {"labels": dict(POD_LABELS)}}
+                 for name, executor in spec.get("deploymentSpec", {}).get("executors", {}).items()
+                 if "container" in executor}
+    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+
+
+def write_package(out: Path, spec: dict, platform: dict) -> None:
+    """The package as the KFP SDK writes one with a platform spec: the pipeline spec, then the platform spec, two
+    YAML documents (kfp.Client reads the second as the platform spec, client.py _extract_pipeline_yaml)."""
+    out.write_text(yaml.safe_dump_all([spec, platform] if platform else [spec], sort_keys=True))
 
 
 # The spec's names for Resources' fields, as the KFP SDK writes them (kfp 2.5: memory in GB); the backend's
@@ -70,12 +93,23 @@ def with_caching(package: Path, enable_caching: Optional[bool]) -> Path:
     for _, task in cache_rule.dag_tasks(spec):
         task["cachingOptions"] = {"enableCache": enable_caching}
     out = package.with_name(f"{package.stem}-{'cache' if enable_caching else 'no-cache'}{package.suffix}")
-    out.write_text(yaml.safe_dump(spec, sort_keys=True))
+    write_package(out, spec, load_platform_spec(package))
     return out
 
 
+def _documents(package: str | os.PathLike) -> list:
+    return list(yaml.safe_load_all(Path(package).read_text()))
+
+
 def load_spec(package: str | os.PathLike) -> dict:
-    return yaml.safe_load(Path(package).read_text())
+    """The pipeline spec: the package's first document."""
+    return _documents(package)[0]
+
+
+def load_platform_spec(package: str | os.PathLike) -> dict:
+    """The platform spec: the second document, {} without one."""
+    documents = _documents(package)
+    return documents[1] if len(documents) > 1 and documents[1] else {}
 
 
 def cmd_compile(config: Config, args) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from pipeline.cloud import images
+from pipeline.cloud.access import bucket_writes, check_accounts, option_needs
 from pipeline.cloud.preflight import FAIL, OK, UNKNOWN, Result, report, run_checks, stop_if_failed
 from pipeline.config import Config
 from pipeline.errors import EXIT_FAILED, EXIT_OK, CommandFailed, ConfigError, KubeflowError
@@ -36,11 +37,37 @@ def _bucket(config: Config, g) -> list[Result]:
     name = config.pipeline.root_uri[len("gs://"):].split("/", 1)[0]
     if g.storage().lookup_bucket(name) is None:
         return [Result(FAIL, f"bucket gs://{name}", "does not exist (pipeline.root)", "create it or fix pipeline.root")]
-    return [Result(OK, f"bucket gs://{name}", "exists"),
-            Result(UNKNOWN, f"bucket gs://{name}", "whether the pods may write it is not checked from here: "
-                   f"the Kubernetes service account {config.kubeflow.service_account or 'pipeline-runner'} must be "
-                   "bound with Workload Identity to a Google service account with roles/storage.objectUser on it "
-                   "(infra/kubeflow/)")]
+    account = config.kubeflow.service_account or "pipeline-runner"
+    if config.kubeflow.google_service_account:
+        unchecked = (f"whether the Kubernetes service account {account} acts as "
+                     f"{config.kubeflow.google_service_account} (its Workload Identity binding) is not checked from "
+                     "here (infra/kubeflow/)")
+    else:
+        unchecked = (f"whether the pods may write it is not checked from here: the Kubernetes service account "
+                     f"{account} must be bound with Workload Identity to a Google service account with "
+                     "roles/storage.objectUser on it (infra/kubeflow/); set kubeflow.google_service_account to check")
+    return [Result(OK, f"bucket gs://{name}", "exists"), Result(UNKNOWN, f"bucket gs://{name}", unchecked)]
+
+
+# Where the pods' account gets each grant: the module's variable for each enabled option (pubsub_topic,
+# vertex_endpoint, canary_check_metrics; docs/kubeflow.md).
+TERRAFORM = "infra/kubeflow's `terraform apply` with the variable of each enabled option"
+_FIELD = "kubeflow.google_service_account"
+
+
+def _account(config: Config, g) -> list[Result]:
+    """What the run's pods do as their Google account, asked of Policy Troubleshooter: the bucket, and each enabled
+    option's calls (a Pub/Sub publish, the Vertex endpoint, Cloud Monitoring), which would otherwise fail mid-run
+    with PERMISSION_DENIED (a notification logged and lost; a push published but not deployed)."""
+    account = config.kubeflow.google_service_account
+    if not account:
+        options = option_needs(config, _FIELD, "")
+        needed = "; ".join(f"{n.permission} to {n.what}" for n in options)
+        return [Result(UNKNOWN, "the pods' Google service account", "not checked: kubeflow.google_service_account "
+                       "is not set" + (f" (the run needs {needed})" if needed else ""),
+                       "set it to infra/kubeflow's output google_service_account")]
+    return check_accounts(g, [*bucket_writes(config, _FIELD, account), *option_needs(config, _FIELD, account)],
+                          TERRAFORM)
 
 
 def _image(config: Config, g) -> list[Result]:
@@ -67,7 +94,8 @@ def run(config: Config, endpoint: Optional[str] = None) -> list[Result]:
         g = GoogleApis(ref.project if ref else "", endpoint)
     except CommandFailed as e:  # no Application Default Credentials
         return [*results, Result(UNKNOWN, "Google Cloud", f"not checked: {e}")]
-    return [*results, *run_checks((("bucket", _bucket), ("image", _image)), config, g)]
+    return [*results, *run_checks((("bucket", _bucket), ("image", _image), ("service account", _account)), config,
+                                  g)]
 
 
 def ensure(config: Config, skip: bool = False, endpoint: Optional[str] = None) -> None:

@@ -8,7 +8,7 @@ from typing import Optional
 from pydantic import Field, field_validator, model_validator
 
 from pipeline.endpoints import parse_endpoint
-from pipeline.sections.strings import EnvName, Experiment, Image, K8sServiceAccount, Namespace
+from pipeline.sections.strings import EnvName, Experiment, Image, K8sServiceAccount, Namespace, ServiceAccount
 from trainer.config import Section, validate_uri
 
 
@@ -58,6 +58,10 @@ class KubeflowSection(Section):
     # The Kubernetes service account the run's pods use; bound to a Google service account
     # with Workload Identity for gs:// (infra/kubeflow/). Empty: KFP's default (pipeline-runner).
     service_account: Optional[K8sServiceAccount] = None
+    # The Google service account that Kubernetes account acts as (infra/kubeflow's output google_service_account):
+    # preflight asks Policy Troubleshooter whether it may do what the run does (the bucket, and each enabled
+    # option's calls). Empty: not checked.
+    google_service_account: Optional[ServiceAccount] = None
     # Bearer token for the API server: read from this file, or from this environment
     # variable, at call time. Neither: no Authorization header (a port-forward).
     token_file: Optional[str] = None
@@ -81,7 +85,7 @@ class KubeflowSection(Section):
                 merged.update((layer.get(key) or Resources()).model_dump(exclude_none=True))
         return Resources(**merged)
 
-    @field_validator("experiment", "service_account", "token_env", mode="before")
+    @field_validator("experiment", "service_account", "google_service_account", "token_env", mode="before")
     @classmethod
     def _empty_is_unset(cls, v):
         return None if v == "" else v
@@ -120,6 +124,12 @@ class KubeflowSection(Section):
         if self.token_file and self.token_env:
             raise ValueError("set one of kubeflow.token_file and kubeflow.token_env, not both")
         return self
+
+    @property
+    def multi_user(self) -> bool:
+        """Runs go to a profile namespace of multi-user Kubeflow: any namespace but standalone KFP's `kubeflow`
+        (preflight fails a multi-user server left at `kubeflow`)."""
+        return self.namespace != "kubeflow"
 
     def experiment_name(self, pipeline_name: str) -> str:
         return self.experiment or pipeline_name

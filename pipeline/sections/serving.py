@@ -9,6 +9,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
+from components.serving import prediction_image
 from components.serving.canary_check import Rules
 from components.serving.serving_gate import GateSettings
 from components.serving.warmup import MAX_REQUESTS
@@ -69,8 +70,12 @@ class VertexEndpointSection(Section):
     display_name: Optional[str] = None   # default: pipeline.name
     # One of Vertex's prebuilt TensorFlow prediction containers, as the pinned client lists them
     # (google.cloud.aiplatform.constants.prediction.TF_CONTAINER_URIS; cloud.google.com/vertex-ai/docs/predictions/
-    # pre-built-containers). 2.15 is the newest the pinned client lists; our models are exported by TF 2.16.
-    image_uri: str = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    # pre-built-containers). Empty: tf2-cpu.2-15 from the registry nearest the endpoint's region
+    # (components/serving/prediction_image.py). 2.15 is the newest Vertex lists; our models are exported by 2.16.
+    image_uri: Optional[str] = None
+    # An image whose TensorFlow is older than the exporter's is refused: the serving gate cannot load the model under
+    # it here. True after you have loaded a model in that image yourself: the push then says it was not checked.
+    accept_older_image_tf: bool = False
     machine_type: str = "n1-standard-2"
     canary_percent: int = Field(10, ge=1, le=99)  # the challenger's share while it is out; the champion keeps the rest
     min_replicas: int = Field(1, ge=1)
@@ -97,9 +102,11 @@ class VertexEndpointSection(Section):
 
     @field_validator("image_uri")
     @classmethod
-    def _image(cls, v: str) -> str:
+    def _image(cls, v: Optional[str]) -> Optional[str]:
         from google.cloud.aiplatform.constants.prediction import TF_CONTAINER_URIS
 
+        if v in (None, ""):
+            return None
         if v not in TF_CONTAINER_URIS:
             raise ValueError(f"serving.vertex_endpoint.image_uri {v!r} is not one of Vertex's prebuilt TensorFlow "
                              f"prediction containers (e.g. {TF_CONTAINER_URIS[0]})")
@@ -112,6 +119,15 @@ class VertexEndpointSection(Section):
             raise ValueError(f"serving.vertex_endpoint.api_endpoint {v!r}: expected REGION-aiplatform.googleapis.com "
                              "or http://127.0.0.1:PORT (the stand-in)")
         return v
+
+    @model_validator(mode="after")
+    def _image_tf(self) -> "VertexEndpointSection":
+        older = prediction_image.older_than_exporter(self.image_uri or prediction_image.default_uri("us-central1"))
+        if older and not self.accept_older_image_tf:
+            raise ValueError(f"serving.vertex_endpoint.image_uri: {older}. Serve with serving.target tf_serving "
+                             "(infra/serving runs tensorflow/serving:2.16.1), or, once you have loaded a model in "
+                             "that image yourself, set serving.vertex_endpoint.accept_older_image_tf: true")
+        return self
 
     @model_validator(mode="after")
     def _replicas(self) -> "VertexEndpointSection":
@@ -136,9 +152,11 @@ class VertexEndpointSection(Section):
             project, region = vertex.project, vertex.region
         return dict(project=project, region=region, endpoint=f"projects/{project}/locations/{region}/endpoints/"
                     f"{self.endpoint.rsplit('/', 1)[-1]}", model_id=self.model_id,
-                    display_name=self.display_name or model_name, image_uri=self.image_uri,
-                    machine_type=self.machine_type, canary_percent=self.canary_percent,
-                    min_replicas=self.min_replicas, max_replicas=self.max_replicas, api_endpoint=self.api_endpoint)
+                    display_name=self.display_name or model_name,
+                    image_uri=self.image_uri or prediction_image.default_uri(region),
+                    accept_older_image_tf=self.accept_older_image_tf, machine_type=self.machine_type,
+                    canary_percent=self.canary_percent, min_replicas=self.min_replicas,
+                    max_replicas=self.max_replicas, api_endpoint=self.api_endpoint)
 
 
 class ServingSection(Section):
@@ -154,6 +172,12 @@ class ServingSection(Section):
     # The probe process as a whole: importing TensorFlow, loading the model, both passes.
     gate_timeout_seconds: float = Field(300.0, gt=0)
     check: CheckSection = CheckSection()
+    # The poll interval of the model servers that read models.config, the file with the labels (TF Serving's
+    # --model_config_file_poll_wait_seconds): a label moved onto a version they have not loaded is then two writes
+    # this far apart (list the version, then move the label: TF Serving applies labels before it loads,
+    # components/serving/model_config.py onto_unloaded). 0: no server reads models.config; the ones infra/serving
+    # runs read the label-free track files (stable.config, canary.config).
+    model_config_poll_seconds: float = Field(0.0, ge=0, le=3600)
     # tf_serving: the serving dir and its model config files alone. vertex_endpoint: also each pushed version to the
     # Model Registry and the endpoint below (components/serving/vertex_endpoint.py).
     target: Literal["tf_serving", "vertex_endpoint"] = "tf_serving"
@@ -176,4 +200,5 @@ class ServingSection(Section):
         return GateSettings(model_name=model_name, warmup_requests=self.warmup_requests,
                             max_latency_ms=self.max_latency_ms, timeout_seconds=self.gate_timeout_seconds,
                             drop_features=drop_features, rollout=self.rollout,
+                            model_config_poll_seconds=self.model_config_poll_seconds,
                             vertex_endpoint=self.endpoint_target(vertex, model_name))

@@ -20,6 +20,8 @@ class Backend:
     launcher_outputs: dict[str, dict] = dataclasses.field(default_factory=dict)
     # The state an exit task's PipelineTaskFinalStatus names for a task that succeeded / failed.
     final_states: tuple[str, str] = ("SUCCEEDED", "FAILED")
+    # Labels every container executor's pod must carry (the Kubernetes platform spec's podMetadata).
+    pod_labels: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def final_state(self, succeeded: bool) -> str:
         return self.final_states[0 if succeeded else 1]
@@ -63,3 +65,14 @@ KUBEFLOW = Backend(
     final_states=("COMPLETE", "FAILED"))
 
 BACKENDS = {b.name: b for b in (VERTEX, KUBEFLOW)}
+
+# Multi-user Kubeflow projects the API token (/var/run/secrets/kubeflow/pipelines/token) only into pods labelled so,
+# by the access-ml-pipeline PodDefault of the profile namespace (Kubeflow, "Connect the Pipelines SDK to Kubeflow
+# Pipelines"; kubeflow/manifests tests/poddefaults.access-ml-pipeline.kubeflow-user-example-com.yaml, selector
+# matchLabels). A run's own API calls (the run lease's takeover, the exit handler's task list) need it.
+ACCESS_ML_PIPELINE = {"access-ml-pipeline": "true"}
+
+
+def multi_user(backend: Backend) -> Backend:
+    """The open-source backend of a multi-user Kubeflow: every executor's pod carries ACCESS_ML_PIPELINE."""
+    return dataclasses.replace(backend, title="multi-user Kubeflow Pipelines", pod_labels=dict(ACCESS_ML_PIPELINE))

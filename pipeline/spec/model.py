@@ -32,6 +32,7 @@ class Job:
     job_id: str
     spec: dict[str, Any]      # pipelineSpec
     runtime: dict[str, Any]   # runtimeConfig
+    platform: dict[str, Any] = dataclasses.field(default_factory=dict)  # a Kubeflow package's platform spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Dag:
 class Pipeline:
     spec: dict[str, Any]
     root: Dag
+    platform: dict[str, Any] = dataclasses.field(default_factory=dict)  # PlatformSpec (pipeline_spec.proto)
 
     def dags(self) -> Iterator[Dag]:
         """The root DAG and every sub-DAG a task of it runs, depth first."""
@@ -135,9 +137,9 @@ class Pipeline:
             yield from dag.tasks.values()
 
 
-def read(spec: dict[str, Any]) -> Pipeline:
-    """The model of a pipelineSpec, unchecked (rules.py checks it)."""
-    return Pipeline(spec, _dag(spec, ROOT, "pipelineSpec.root.dag.tasks", spec.get("root", {})))
+def read(spec: dict[str, Any], platform: Optional[dict[str, Any]] = None) -> Pipeline:
+    """The model of a pipelineSpec and its platform spec, unchecked (rules.py checks it)."""
+    return Pipeline(spec, _dag(spec, ROOT, "pipelineSpec.root.dag.tasks", spec.get("root", {})), platform or {})
 
 
 def _dag(spec: dict[str, Any], name: str, field: str, component: dict[str, Any]) -> Dag:

@@ -3,34 +3,11 @@ Why and sources: docs/internals.md."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional
 
 from pipeline.cloud import images
+from pipeline.cloud.access import Need, bucket_writes, option_needs, writes
 from pipeline.config import Config, join
-
-
-@dataclasses.dataclass(frozen=True)
-class Need:
-    field: str  # the config field naming the account
-    account: str
-    permission: str
-    resource: str  # full resource name (//service/...)
-    what: str  # for people: why the step needs it
-    object_name: Optional[str] = None  # projects/_/buckets/B/objects/NAME, for conditions on resource.name
-    grant: str = ""  # the role that gives it, for the fix
-
-
-def _object(uri: str, leaf: str) -> tuple[str, str]:
-    """(full resource name, condition resource name) of an object `leaf` under gs:// `uri`."""
-    bucket, _, prefix = uri[len("gs://"):].partition("/")
-    name = f"projects/_/buckets/{bucket}/objects/{'/'.join(p for p in (prefix, leaf) if p)}"
-    return f"//storage.googleapis.com/{name}", name
-
-
-def _writes(field: str, account: str, uri: str, what: str, grant: str) -> Need:
-    resource, name = _object(uri, "preflight-probe")
-    return Need(field, account, "storage.objects.create", resource, f"{what} ({uri}/)", name, grant)
 
 
 def needs(config: Config) -> list[Need]:
@@ -38,13 +15,11 @@ def needs(config: Config) -> list[Need]:
     vertex, flow, p = config.vertex, config.dataflow, config.pipeline
     project = f"//cloudresourcemanager.googleapis.com/projects/{vertex.project}"
     pipeline = ("vertex.service_account", vertex.service_account)
-    writer = "roles/storage.objectUser on the bucket"
     result = [
-        _writes(*pipeline, p.pipeline_root, "write step outputs", writer),
-        _writes(*pipeline, config.snapshots_root, "write dataset snapshots", writer),
-        _writes(*pipeline, p.serving_dir, "push blessed models", writer),
+        *bucket_writes(config, *pipeline),
         Need(*pipeline, "aiplatform.customJobs.create", project, "start the Trainer's CustomJob",
              grant="roles/aiplatform.user"),
+        *option_needs(config, *pipeline),
     ]
     if config.tuning is not None and config.tuning.reuse is None:
         result.append(Need(*pipeline, "aiplatform.hyperparameterTuningJobs.create", project,
@@ -54,7 +29,7 @@ def needs(config: Config) -> list[Need]:
         result += [
             Need(*pipeline, "iam.serviceAccounts.actAs", _account(training[1]),
                  "run the CustomJob as the training account", grant="roles/iam.serviceAccountUser on it"),
-            _writes(*training, p.pipeline_root, "write the model and checkpoints",
+            writes(*training, p.pipeline_root, "write the model and checkpoints",
                     "roles/storage.objectUser on the bucket (may be limited to pipeline_root/)"),
         ]
     if flow is not None and flow.enabled:
@@ -66,8 +41,8 @@ def needs(config: Config) -> list[Need]:
                  "start Dataflow workers as their account", grant="roles/iam.serviceAccountUser on it"),
             Need(*workers, "dataflow.workItems.lease", project, "run Dataflow work items",
                  grant="roles/dataflow.worker"),
-            _writes(*workers, p.pipeline_root, "write Beam outputs", "roles/storage.objectUser on the bucket"),
-            _writes(*workers, join(p.root_uri, "tmp", "dataflow"), "write Dataflow temp and staging files",
+            writes(*workers, p.pipeline_root, "write Beam outputs", "roles/storage.objectUser on the bucket"),
+            writes(*workers, join(p.root_uri, "tmp", "dataflow"), "write Dataflow temp and staging files",
                     "roles/storage.objectUser on the bucket"),
         ]
         repository = _repository(vertex.pipeline_image)

@@ -12,9 +12,9 @@ from urllib.parse import quote
 from google.api_core import exceptions as gexc
 
 from pipeline.cloud import images
+from pipeline.cloud.access import check_accounts
 from pipeline.cloud.google_apis import GoogleApis, denied_permission, error_reason, service
 from pipeline.cloud.preflight import (
-    API_ERRORS,
     FAIL,
     OK,
     UNKNOWN,
@@ -22,7 +22,6 @@ from pipeline.cloud.preflight import (
     Result,
     report,
     run_checks,
-    short,
     stop_if_failed,
 )
 from pipeline.config import Config
@@ -116,40 +115,7 @@ def _caller(sub: Submission, g: GoogleApis) -> list[Result]:
 
 
 def _accounts(sub: Submission, g: GoogleApis) -> list[Result]:
-    config = sub.config
-    by_account: dict[tuple[str, str], list[tuple[access.Need, str]]] = {}
-    unavailable: Optional[str] = None
-    for need in access.needs(config):
-        if unavailable is None:
-            try:
-                state = _troubleshoot(g, need)
-            except API_ERRORS as e:
-                unavailable = f"Policy Troubleshooter: {short(e)}"
-        by_account.setdefault((need.field, need.account), []).append((need, unavailable or state))
-    return [_account_result(field, account, answers) for (field, account), answers in by_account.items()]
-
-
-def _troubleshoot(g: GoogleApis, need: access.Need) -> str:
-    query = {"principal": need.account, "fullResourceName": need.resource, "permission": need.permission}
-    if need.object_name:
-        query["conditionContext"] = {"resource": {"service": "storage.googleapis.com", "name": need.object_name,
-                                                  "type": "storage.googleapis.com/Object"}}
-    answer = g.post("policytroubleshooter", "/v3/iam:troubleshoot", {"accessTuple": query})
-    return answer.get("overallAccessState", "OVERALL_ACCESS_STATE_UNSPECIFIED")
-
-
-def _account_result(field: str, account: str, answers: list[tuple[access.Need, str]]) -> Result:
-    check = f"{account} ({field})"
-    denied = [n for n, state in answers if state == "CANNOT_ACCESS"]
-    unknown = [(n, state) for n, state in answers if state not in ("CAN_ACCESS", "CANNOT_ACCESS")]
-    if denied:
-        return Result(FAIL, check, "may not " + "; ".join(f"{n.what} ({n.permission})" for n in denied),
-                      "grant " + "; ".join(sorted({n.grant for n in denied})) + f" ({TERRAFORM} does)")
-    if unknown:
-        reasons = sorted({state for _, state in unknown})
-        return Result(UNKNOWN, check, f"could not check {len(unknown)} of {len(answers)} needs ({', '.join(reasons)})",
-                      "Policy Troubleshooter needs its API enabled and roles/iam.securityReviewer for you")
-    return Result(OK, check, "may " + "; ".join(n.what for n, _ in answers))
+    return check_accounts(g, access.needs(sub.config), TERRAFORM)
 
 
 def _images(sub: Submission, g: GoogleApis) -> list[Result]:

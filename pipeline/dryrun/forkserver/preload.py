@@ -14,7 +14,8 @@ def preload_modules(template: Path) -> list[str]:
     import yaml
 
     text = Path(template).read_text()
-    body = json.loads(text) if Path(template).suffix == ".json" else yaml.safe_load(text)
+    # A Kubeflow package's first document is the pipeline spec (a platform spec may follow).
+    body = json.loads(text) if Path(template).suffix == ".json" else next(yaml.safe_load_all(text))
     spec = body.get("pipelineSpec", body)
     modules: list[str] = []
     for executor in spec.get("deploymentSpec", {}).get("executors", {}).values():

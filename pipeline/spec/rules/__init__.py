@@ -25,6 +25,7 @@ from pipeline.spec.rules.dag import (
     task_fields,
     trigger_policies,
 )
+from pipeline.spec.rules.platform import platform_spec, pod_labels
 from pipeline.spec.rules.violation import Violation
 
 __all__ = ["RULES", "Rule", "Violation", "check", "enforce"]
@@ -115,4 +116,12 @@ RULES = (
     Rule("artifact-types", "TFX's Vertex entrypoint finds each artifact class by its schema title "
          "(tfx/orchestration/kubeflow/v2/container/kubeflow_v2_entrypoint_utils.py, _retrieve_class_path)",
          artifact_types),
+    Rule("platform-spec", f"{_KFP}/compiler/argocompiler/container.go: each executor's KubernetesExecutorConfig "
+         "(kubernetes_platform/proto/kubernetes_executor_config.proto) unmarshalled strictly, and ignored when it "
+         "does not parse (extendPodMetadata only `if err == nil`, 2.5.0); the dry run models pod_metadata alone "
+         "and fails closed on the rest", platform_spec),
+    Rule("pod-labels", "multi-user Kubeflow projects the pipelines API token only into pods labelled "
+         "access-ml-pipeline: \"true\" (the access-ml-pipeline PodDefault; Kubeflow, \"Connect the Pipelines SDK to "
+         f"Kubeflow Pipelines\"); the backend labels an executor's pod from its podMetadata ({_KFP}/compiler/"
+         "argocompiler/container.go, extendPodMetadata)", pod_labels),
 )
