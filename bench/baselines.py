@@ -7,8 +7,8 @@ missing indicator, then standardizes); ISO date and timestamp strings become num
 week, hour); every other string is a category of its 254 most frequent values plus "other" (HistGradientBoosting
 takes at most 255), one-hot for the linear model. The linear model also reads each number with few distinct
 whole values (an hour, a month, a day of the month: at most FEW_VALUES) one-hot beside its value, as a person
-fitting a logistic regression would: on flights that lifts its held-out AUC from 0.662 to 0.710 (churn: 0.833 to
-0.885), and a weaker yardstick would flatter ours. Seeds are fixed. Results are cached beside the prepared table,
+fitting a logistic regression would: on flights that lifts its held-out AUC from 0.662 to 0.710 (churn: 0.833
+to 0.885), and a weaker yardstick would flatter ours. Seeds are fixed. Results are cached beside the prepared table,
 keyed by it, the ignored columns and this module's version.
 """
 

@@ -83,7 +83,9 @@ def child(run_root: str, copies: int, overrides: list[str], out: str) -> None:
     from tfx.types import standard_component_specs as specs
 
     from components.evaluation.evaluator import Executor
+    from components.evaluation.slicing import SLICING_KEY
     from pipeline.config import load_config
+    from pipeline.dag.slices import slice_plan
 
     config = load_config(CONFIG_FILE, overrides)
     inputs = evaluator_inputs(load_config(CONFIG_FILE, [f"pipeline.root={run_root}"]).pipeline.metadata_path)
@@ -91,12 +93,14 @@ def child(run_root: str, copies: int, overrides: list[str], out: str) -> None:
         inputs[specs.EXAMPLES_KEY] = [_repeat_test_split(inputs[specs.EXAMPLES_KEY][0], copies,
                                                          os.path.dirname(out))]
     with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump(run_executor(Executor, inputs, config, out), f, indent=1)
+        # As the pipeline runs it: with the slices its config asks for (components/evaluation/slicing.py).
+        json.dump(run_executor(Executor, inputs, config, out, {SLICING_KEY: slice_plan(config)}), f, indent=1)
 
 
-def run_executor(executor_class, inputs: dict, config, out: str) -> dict:
-    """`executor_class` (ours or TFX's) on `inputs` with the config's eval config and Beam args,
-    writing under `out`: {"metrics": the overall slice's, "blessed": [BLESSED or NOT_BLESSED]}."""
+def run_executor(executor_class, inputs: dict, config, out: str, extra: dict | None = None) -> dict:
+    """`executor_class` (ours or TFX's) on `inputs` with the config's eval config and Beam args (and `extra`
+    execution properties, e.g. the slice plan), writing under `out`: {"metrics": the overall slice's,
+    "blessed": [BLESSED or NOT_BLESSED]}."""
     from tfx.types import standard_artifacts
     from tfx.types import standard_component_specs as specs
     from tfx.utils import proto_utils
@@ -109,7 +113,8 @@ def run_executor(executor_class, inputs: dict, config, out: str) -> dict:
     for a in (evaluation, blessing):
         os.makedirs(a.uri, exist_ok=True)
     exec_properties = {specs.EVAL_CONFIG_KEY: proto_utils.proto_to_json(eval_config(config)),
-                       specs.EXAMPLE_SPLITS_KEY: json.dumps([TEST]), specs.FAIRNESS_INDICATOR_THRESHOLDS_KEY: "null"}
+                       specs.EXAMPLE_SPLITS_KEY: json.dumps([TEST]), specs.FAIRNESS_INDICATOR_THRESHOLDS_KEY: "null",
+                       **(extra or {})}
     context = executor_class.Context(beam_pipeline_args=beam_pipeline_args(config), tmp_dir=os.path.join(out, "tmp"))
     executor_class(context).Do(inputs, {specs.EVALUATION_KEY: [evaluation], specs.BLESSING_KEY: [blessing]},
                                exec_properties)

@@ -88,3 +88,13 @@ class CanaryUnobserved(ComponentError):
 class EvaluationInputError(ComponentError, ValueError):
     """The Evaluator can't score the trivial model on the rows it evaluates (no rows, no labels, a label TFMA's
     metric is undefined for, no Transform output to read them from); the message names the split and the label."""
+
+
+class SliceConfigError(ComponentError, ValueError):
+    """A slice the config names can't be made from the evaluated examples (a column none of them has), or the
+    eval config lacks the metric the slice gates bound; the message names evaluator.slices or the metric."""
+
+
+class SliceCountMismatch(ComponentError, RuntimeError):
+    """TFMA counted a slice's examples otherwise than the Evaluator did before it ran, so a slice gate may have
+    been applied where evaluator.slice_min_examples says not to; the message names the slices."""

@@ -18,6 +18,7 @@ from pipeline.errors import ConfigError
 from pipeline.sections.kubeflow import KubeflowSection
 from pipeline.sections.predict import InferenceSection, PredictSection
 from pipeline.sections.serving import ServingSection
+from pipeline.sections.slices import SliceSettings
 from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer import pod
 from trainer.budget import STEP_BUDGET
@@ -172,9 +173,9 @@ class BeamSection(Section):
         ]
 
 
-class EvaluatorSection(Section):
+class EvaluatorSection(SliceSettings):
     """The gate on the task's main metric (trainer/tasks.py: accuracy for multiclass,
-    auc for binary, rmse for regression)."""
+    auc for binary, rmse for regression); the slices and their gates: pipeline/sections/slices.py."""
     # The candidate must be better than the trivial model on the test split (accuracy of always the majority
     # class, AUC 0.5, RMSE of always the mean; components/evaluation/trivial.py) and within these bounds, where
     # set (a bound laxer than the trivial model's value is raised to it) ...

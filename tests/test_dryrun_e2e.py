@@ -129,6 +129,9 @@ def test_first_run_pushes_a_blessed_model_trained_on_emulated_tpu(two_runs):
     cluster = json.loads(job.replicas[0].env["CLUSTER_SPEC"])
     assert cluster["task"] == {"type": "workerpool0", "index": 0}
     assert "> Trainer ..." in console and "cache hits: none" in console
+    # The Evaluator's auto slices come from the TransformGraph's column roles, which reach its task as the artifact's
+    # metadata (components/evaluation/slicing.py): on the backend as locally.
+    assert [s["columns"] for s in run.summary.slicing.slices] == [["island"], ["sex"]]
 
 
 def test_a_dry_run_started_together_with_run_1_takes_turns_and_leaves_it_alone(two_runs):

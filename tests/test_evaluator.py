@@ -59,13 +59,15 @@ def test_executor_runs_tfx_evaluator_with_metric_updates_unconverted(monkeypatch
 
 
 def test_component_keeps_the_evaluator_interface_with_this_executor():
-    """TFX's Evaluator spec, parameters and outputs, plus one input: Transform's output, the trivial model's labels."""
+    """TFX's Evaluator spec, every input, parameter and output kept, plus Transform's output (the trivial model's
+    labels), its graph and the slice plan (components/evaluation/slicing.py)."""
     tfx_spec = tfx_evaluator_executor.standard_component_specs.EvaluatorSpec
     assert EagerMetricsEvaluator.EXECUTOR_SPEC.executor_class is Executor
-    assert issubclass(EagerMetricsEvaluator.SPEC_CLASS, tfx_spec)
-    assert EagerMetricsEvaluator.SPEC_CLASS.PARAMETERS == tfx_spec.PARAMETERS
-    assert EagerMetricsEvaluator.SPEC_CLASS.OUTPUTS == tfx_spec.OUTPUTS
-    assert set(EagerMetricsEvaluator.SPEC_CLASS.INPUTS) - set(tfx_spec.INPUTS) == {TRANSFORMED_EXAMPLES}
+    ours = EagerMetricsEvaluator.SPEC_CLASS
+    assert issubclass(ours, tfx_spec) and ours.OUTPUTS == tfx_spec.OUTPUTS
+    assert set(ours.INPUTS) - set(tfx_spec.INPUTS) == {TRANSFORMED_EXAMPLES, "transform_graph"}
+    assert ours.INPUTS.items() >= tfx_spec.INPUTS.items()
+    assert set(ours.PARAMETERS) - set(tfx_spec.PARAMETERS) == {"slicing"}
 
 
 def _metrics_records(evaluation_uri: str) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -83,24 +85,40 @@ def _metrics_records(evaluation_uri: str) -> list[tuple[str, list[tuple[str, str
     return sorted(records)
 
 
-@pytest.mark.parametrize("baseline", ["none", "candidate"])
-def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing(pipeline_run, tmp_path, baseline):
+@pytest.mark.parametrize("baseline, sliced", [("none", False), ("candidate", False), ("candidate", True)])
+def test_dropping_features_before_unbatching_keeps_every_metric_and_the_blessing(pipeline_run, tmp_path, baseline,
+                                                                                sliced):
     """Ours (features dropped before TFMA unbatches) and TFX's own executor on the run's
     Evaluator inputs: the same metrics, to the last digit, and the same blessing. With the
     candidate as its own baseline, the two-model path (baseline and diff metrics, change
-    thresholds) is compared too."""
+    thresholds) is compared too; sliced, ours with the shipped config's slice plan (every feature dropped but the
+    slices' columns) and TFX's with the eval config that plan makes, every slice's metrics compared."""
     import tensorflow_model_analysis as tfma
+    from google.protobuf import json_format
+    from tfx.types import standard_component_specs as specs
 
     from bench.evaluator_bench import evaluator_inputs, run_executor
+    from components.evaluation import slicing
     from components.evaluation.eval_extractors import DROP_STAGE, custom_extractors
+    from components.splits import TEST
+    from pipeline.dag.slices import slice_plan
 
     config, summary, _ = pipeline_run
     [evaluator] = [c for c in summary.components if c.name == "Evaluator"]
     inputs = evaluator_inputs(config.pipeline.metadata_path, evaluator.execution_id)
     inputs[BASELINE] = [] if baseline == "none" else list(inputs["model"])
-    ours = run_executor(Executor, inputs, config, str(tmp_path / "ours"))
-    theirs = run_executor(tfx_evaluator_executor.Executor, inputs, config, str(tmp_path / "theirs"))
+    ours_extra, theirs_extra = {}, {}
+    if sliced:
+        plan = slice_plan(config)
+        prepared, record = slicing.prepare(slicing.SlicePlan.from_json(plan),
+                                           json_format.MessageToJson(_shipped_eval_config()), inputs,
+                                           {specs.EXAMPLE_SPLITS_KEY: json.dumps([TEST])})
+        assert [s["columns"] for s in record.slices] == [["island"], ["sex"]]
+        ours_extra, theirs_extra = {slicing.SLICING_KEY: plan}, {specs.EVAL_CONFIG_KEY: prepared}
+    ours = run_executor(Executor, inputs, config, str(tmp_path / "ours"), ours_extra)
+    theirs = run_executor(tfx_evaluator_executor.Executor, inputs, config, str(tmp_path / "theirs"), theirs_extra)
     assert ours == theirs and ours["blessed"] == ["BLESSED"]
+    assert len(_metrics_records(str(tmp_path / "ours" / "evaluation"))) == (6 if sliced else 1)
     assert ours["metrics"]["example_count"] > 0
     assert _metrics_records(str(tmp_path / "ours" / "evaluation")) == \
         _metrics_records(str(tmp_path / "theirs" / "evaluation"))
@@ -135,27 +153,28 @@ def test_executor_hands_tfx_our_extractors(monkeypatch):
     assert udf_utils.try_get_fn(seen, "custom_eval_shared_model") is None
 
 
-def test_features_are_kept_when_a_slice_or_a_query_key_reads_them():
+def test_only_the_slices_columns_are_kept_and_a_query_key_keeps_every_feature():
     import tensorflow_model_analysis as tfma
 
-    from components.evaluation.eval_extractors import features_unused
+    from components.evaluation.eval_extractors import _drop_unused, features_unused, slice_columns
 
     shipped = _shipped_eval_config()
-    assert features_unused(shipped)
+    assert features_unused(shipped) and slice_columns(shipped) == set()
     by_island = tfma.EvalConfig()
     by_island.CopyFrom(shipped)
     by_island.slicing_specs.append(tfma.SlicingSpec(feature_keys=["island"]))
-    assert not features_unused(by_island)
+    by_island.cross_slicing_specs.append(tfma.CrossSlicingSpec(
+        baseline_spec=tfma.SlicingSpec(), slicing_specs=[tfma.SlicingSpec(feature_values={"sex": "male"})]))
+    assert features_unused(by_island) and slice_columns(by_island) == {"island", "sex"}
+    batch = {tfma.constants.FEATURES_KEY: {"island": 1, "sex": 2, "bill_length_mm": 3},
+             tfma.constants.INPUT_KEY: b"...", tfma.constants.LABELS_KEY: 4}
+    assert _drop_unused(batch, frozenset(slice_columns(by_island))) == {
+        tfma.constants.FEATURES_KEY: {"island": 1, "sex": 2}, tfma.constants.LABELS_KEY: 4}
+    assert _drop_unused(batch, frozenset()) == {tfma.constants.LABELS_KEY: 4}
     by_query = tfma.EvalConfig()
     by_query.CopyFrom(shipped)
     by_query.metrics_specs[0].query_key = "island"
     assert not features_unused(by_query)
-    crossed = tfma.EvalConfig()
-    crossed.CopyFrom(shipped)
-    crossed.cross_slicing_specs.append(tfma.CrossSlicingSpec(baseline_spec=tfma.SlicingSpec()))
-    assert not features_unused(crossed)
-
-
 def test_it_blesses_on_the_test_split_and_scores_the_trivial_model_on_the_same_rows(pipeline_run):
     """The shared run's evaluation: on the test split, which the Trainer's eval split does not overlap; its row
     count is the test split's; the trivial model's accuracy is the train split's most frequent species' share of

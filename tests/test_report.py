@@ -26,7 +26,7 @@ from tests.conftest import CONFIG
 
 pytestmark = pytest.mark.e2e
 
-SECTIONS = ("overview", "components", "data", "training", "evaluation", "snapshot")
+SECTIONS = ("overview", "quality", "evaluation", "training", "components", "data", "snapshot")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -52,10 +52,12 @@ def test_every_run_writes_a_self_contained_report(report):
     config, summary, console, path, page = report
     assert path.startswith(os.path.join(config.pipeline.root_uri, "runs") + "/")
     assert f"report:    {path}" in console
-    for anchor in SECTIONS:
-        _section(page, anchor)
+    # In this order: the quality first, the data's long tables last.
+    assert re.findall(r'<section id="([a-z]+)">', page) == list(SECTIONS)
     images = _images(page)
-    assert len(images) == 2  # component durations, training curves
+    # Accuracy per slice (island, sex), the confusion matrix, training curves, component durations.
+    assert re.findall(r'<img alt="([^"]+)"', page) == ["accuracy per slice", "confusion matrix", "training curves",
+                                                       "time per component"]
     assert all(img.startswith(PNG_MAGIC) and len(img) > 5000 for img in images)
     # Self-contained: nothing is fetched from anywhere.
     assert not re.search(r'(src|href)="(?!data:)', page)
@@ -75,6 +77,8 @@ def test_report_shows_what_the_run_recorded(report):
     # The bundled data misses the measurements in 2 of 344 rows: the table must show it.
     assert re.search(r"<td>bill_length_mm</td><td>float</td><td>(?!0\.0%)[0-9.]+%</td>", data)
     assert "every split matches the schema" in data
+    # The statistics and the columns are folded.
+    assert data.count("<details>") == 4  # the train, eval and test splits' statistics; the columns
     # How the run read each column, as Transform recorded it.
     columns = data.split("Columns as the model reads them", 1)[1]
     assert "<td>species</td><td>label</td><td>multiclass</td><td>from the config</td>" in columns
@@ -88,7 +92,11 @@ def test_report_shows_what_the_run_recorded(report):
     assert f"<td>example_count</td><td>{summary.metrics['example_count']:.0f}</td>" in evaluation  # a count
     assert "<b>Blessed</b>" in evaluation and "no model was serving yet" in evaluation
     assert summary.pushed_path in evaluation
-    assert summary.snapshot_digest and summary.snapshot_digest in _section(page, "snapshot")
+    snapshot = _section(page, "snapshot")
+    assert summary.snapshot_digest and summary.snapshot_digest in snapshot
+    # No empty fields (a flat source has no spans) and no internal rows (the run condition, its key).
+    assert "<td>spans</td>" not in snapshot and "<td></td></tr>" not in snapshot
+    assert "<td>new_span</td>" not in snapshot and "training_key" not in snapshot and "Integer" not in snapshot
 
 
 def test_training_curves_come_from_the_trainer_summaries(report):
@@ -219,7 +227,8 @@ def test_history_shows_the_trainers_cpu_hours_of_a_local_run(report):
     assert row.cost.where == "local" and row.cost.usd is None
     assert row.cost.pool_hours == pytest.approx(summary.trainer.cpu_seconds / 3600) and row.cost.pool_hours > 0
     text = format_history(history(config))
-    [line] = [line for line in text.splitlines() if line.startswith(summary.run_id[:27])]
+    # The runs table's line (the per-slice table below starts with the run id too).
+    line = next(line for line in text.splitlines() if line.startswith(summary.run_id[:27]))
     assert f" {row.cost.pool_hours:.4f} " in line
     assert "trainer h: CPU-hours the trainer used (a local run has no worker pool)" in text
     assert f"<td>training cost</td><td>{html.escape(row.cost.describe())}</td>" in _section(report[4], "overview")

@@ -12,6 +12,8 @@ import tf_keras
 # Serving outputs.
 PROBABILITIES, CLASS_ID, CLASS_NAME = "probabilities", "class_id", "class_name"
 PROBABILITY, PREDICTION = "probability", "prediction"
+# The binary task serves class 1 when its probability is above this; the report's confusion matrix is at it.
+DECISION_THRESHOLD = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Binary(Task):
 
     def serve(self, outputs, class_names):
         probability = tf.sigmoid(tf.reshape(outputs, [-1]))
-        return {PROBABILITY: probability, CLASS_ID: tf.cast(probability > 0.5, tf.int64)}
+        return {PROBABILITY: probability, CLASS_ID: tf.cast(probability > DECISION_THRESHOLD, tf.int64)}
 
 
 class _Rmse(tf_keras.metrics.RootMeanSquaredError):

@@ -1,10 +1,11 @@
 """Evaluator whose eager Keras metric updates are not converted by autograph, whose TFMA extractors drop the
-features before unbatching (components/evaluation/eval_extractors.py), and whose candidate must beat the trivial
-model on the rows it evaluates (components/evaluation/trivial.py). (docs/internals.md)"""
+features no slice reads before unbatching (components/evaluation/eval_extractors.py), whose candidate must beat
+the trivial model on the rows it evaluates (components/evaluation/trivial.py), and whose slices and per-slice
+gates are decided when it runs (components/evaluation/slicing.py). (docs/internals.md)"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 from tfx import types
@@ -14,7 +15,7 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import component_spec, standard_artifacts, standard_component_specs
 from tfx.utils import json_utils
 
-from components.evaluation import eval_extractors, trivial
+from components.evaluation import eval_extractors, slicing, trivial
 from components.serving.serving_model import is_empty
 from trainer.tasks import MAIN_METRICS
 
@@ -35,13 +36,21 @@ class Executor(evaluator_executor.Executor):
         exec_properties = {**exec_properties, CUSTOM_EXTRACTORS: EXTRACTORS_FN}
         # Before TFMA: the trivial model's bound on the main metric, so TFMA's blessing already holds it.
         exec_properties, trivial_model = trivial.score(input_dict, exec_properties)
+        # The bounds as configured and tightened, before the slicing moves them to per-slice thresholds.
+        bounded = exec_properties.get(standard_component_specs.EVAL_CONFIG_KEY)
+        plan = slicing.plan_of(exec_properties)
+        if plan is not None:
+            sliced, record = slicing.prepare(plan, bounded, input_dict, exec_properties)
+            exec_properties = {**exec_properties, standard_component_specs.EVAL_CONFIG_KEY: sliced}
         tf.autograph.experimental.do_not_convert(super().Do)(input_dict, output_dict, exec_properties)
         evaluation = output_dict.get(standard_component_specs.EVALUATION_KEY)
         if evaluation:
             trivial.record(evaluation[0], exec_properties, trivial_model)
         blessing = output_dict.get(standard_component_specs.BLESSING_KEY)
-        found = gated_metric(exec_properties[standard_component_specs.EVAL_CONFIG_KEY], evaluation[0].uri) \
-            if evaluation and blessing else None
+        if plan is not None and evaluation:
+            slicing.check_counts(record, evaluation[0].uri)
+            slicing.keep(evaluation[0], record)
+        found = gated_metric(bounded, evaluation[0].uri) if evaluation and blessing else None
         if found is not None:
             blessing[0].set_string_custom_property(MAIN_METRIC, found[0])
             blessing[0].set_float_custom_property(MAIN_METRIC_VALUE, found[1])
@@ -67,9 +76,14 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):
-    """TFX's, with Transform's output: the labels the trivial model is fitted on (train) and scored on."""
+    """TFX's, with Transform's output (the labels the trivial model is fitted on, train, and scored on), the run's
+    TransformGraph (its column roles pick the auto slices) and the slice plan."""
+    PARAMETERS = {**standard_component_specs.EvaluatorSpec.PARAMETERS,
+                  slicing.SLICING_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
     INPUTS = {**standard_component_specs.EvaluatorSpec.INPUTS,
-              trivial.TRANSFORMED_EXAMPLES: component_spec.ChannelParameter(type=standard_artifacts.Examples)}
+              trivial.TRANSFORMED_EXAMPLES: component_spec.ChannelParameter(type=standard_artifacts.Examples),
+              slicing.TRANSFORM_GRAPH_KEY: component_spec.ChannelParameter(type=standard_artifacts.TransformGraph,
+                                                                           optional=True)}
 
 
 class EagerMetricsEvaluator(Evaluator):
@@ -77,11 +91,13 @@ class EagerMetricsEvaluator(Evaluator):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
 
     def __init__(self, examples: types.BaseChannel, model: types.BaseChannel, baseline_model: types.BaseChannel,
-                 transformed_examples: types.BaseChannel, eval_config, example_splits: list[str]):
-        # The parameters TFX's Evaluator.__init__ sets for these arguments, and the one input more.
+                 transformed_examples: types.BaseChannel, eval_config, example_splits: list[str],
+                 transform_graph: Optional[types.BaseChannel] = None, slice_plan: Optional[str] = None):
+        # The parameters TFX's Evaluator.__init__ sets for these arguments, and the inputs and parameter more.
         base_beam_component.BaseBeamComponent.__init__(self, spec=EvaluatorSpec(
             examples=examples, model=model, baseline_model=baseline_model, eval_config=eval_config,
             fairness_indicator_thresholds=json_utils.dumps(None), example_splits=json_utils.dumps(example_splits),
             evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
             blessing=types.Channel(type=standard_artifacts.ModelBlessing),
-            **{trivial.TRANSFORMED_EXAMPLES: transformed_examples}))
+            **{trivial.TRANSFORMED_EXAMPLES: transformed_examples, slicing.TRANSFORM_GRAPH_KEY: transform_graph,
+               slicing.SLICING_KEY: slice_plan}))

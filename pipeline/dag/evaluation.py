@@ -7,6 +7,7 @@ from __future__ import annotations
 import tensorflow_model_analysis as tfma
 
 from pipeline.config import CHANGE_EPSILON, Config
+from pipeline.dag.slices import plot_metrics
 from pipeline.data.checks import require_features
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.features import xf
@@ -52,4 +53,5 @@ def eval_config(config: Config) -> tfma.EvalConfig:
             tfma.MetricConfig(class_name="ExampleCount"),
             tfma.MetricConfig(class_name=metric.tfma_class, threshold=threshold),
             *(tfma.MetricConfig(class_name=name) for name in EXTRA_METRICS[features.task]),
+            *plot_metrics(features.task),
         ])])

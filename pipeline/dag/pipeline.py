@@ -30,6 +30,7 @@ from pipeline.dag.conditions import checks_new_span, only_with_new_span, trainin
 from pipeline.dag.evaluation import eval_config
 from pipeline.dag.inference import inference_steps
 from pipeline.dag.run_lease import first_task, lease_everything
+from pipeline.dag.slices import slice_plan
 from pipeline.dag.splits import split_output
 from pipeline.dag.tuning import tuning_step
 from pipeline.dag.vertex_training import trainer_class, trainer_custom_config
@@ -153,7 +154,11 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             model=trainer.outputs["model"],
             baseline_model=serving_model.outputs["model"],
             transformed_examples=transform.outputs["transformed_examples"],
-            eval_config=eval_config(config), example_splits=[TEST]).with_id("Evaluator")
+            eval_config=eval_config(config), example_splits=[TEST],
+            # The slices (evaluator.slices, or one per categorical column of the run's column roles) and their
+            # gates, decided when it runs (components/evaluation/slicing.py).
+            transform_graph=transform.outputs["transform_graph"],
+            slice_plan=slice_plan(config)).with_id("Evaluator")
 
         # TFX's Pusher, but it never re-pushes the serving model, a version appears whole with its warm-up file once
         # a TensorFlow-only process served it (docs/serving.md), and beside it a record of the data it was trained

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from typing import Optional
 
@@ -30,18 +31,35 @@ def check_features(config: Config) -> Optional[ResolvedFeatures]:
         if schema_file:
             if schema_file.startswith("gs://"):
                 return None
-            return resolve_features(features, columns_from_schema(load_schema(schema_file)))
+            columns = columns_from_schema(load_schema(schema_file))
+            check_slices(config, list(columns))
+            return resolve_features(features, columns)
         header = _csv_header(resolve(config.data.input_dir))
         if header is not None:
             _check_names(features, header)
+            check_slices(config, header)
     except FeatureConfigError as e:
         raise ConfigError(str(e)) from None
     return None
 
 
+def check_slices(config: Config, columns: list[str]) -> None:
+    """evaluator.slices names columns of the data (the examples carry every column, used by the model or not),
+    and not the label: a slice of one label value has one class, where AUC or accuracy say nothing."""
+    for i, slice_columns in enumerate(config.evaluator.slice_columns() or []):
+        for name in slice_columns:
+            if name == config.features.label:
+                raise ConfigError(f"evaluator.slices[{i}]: {name!r} is the label (features.label); slice by the "
+                                  "columns a prediction is made from")
+            if name not in columns:
+                close = difflib.get_close_matches(name, columns, n=1)
+                raise ConfigError(f"evaluator.slices[{i}]: {name!r} is not a column of the data"
+                                  + (f"; did you mean {close[0]!r}?" if close else f" ({', '.join(columns)})"))
+
+
 def _check_bounds(config: Config) -> None:
     metric = MAIN_METRICS[config.features.task]
-    for field in ("lower_bound", "upper_bound"):
+    for field in ("lower_bound", "upper_bound", "slice_lower_bound", "slice_upper_bound"):
         value = getattr(config.evaluator, field)
         if value is not None and metric.fraction and not 0 <= value <= 1:
             raise ConfigError(f"evaluator.{field}: {value} is outside [0, 1], the range of {metric.label} "

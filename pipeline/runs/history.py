@@ -34,6 +34,8 @@ class Row:
     removed_debris: tuple[str, ...] = ()  # what killed pushes had left, removed by this run's Pusher
     cost: Optional[TrainerCost] = None  # the trainer's hours and estimated cost (pipeline/runs/cost.py)
     refused: Optional[str] = None  # why the serving gate refused the candidate (components/serving/serving_gate.py)
+    # (slice, main metric, examples) of every slice but the overall one (pipeline/runs/slices.py).
+    slices: tuple[tuple[str, Optional[float], int], ...] = ()
 
     @property
     def outcome(self) -> str:
@@ -87,7 +89,8 @@ def _row(reader: mlmd.Reader, summary: RunSummary, serving_version: Optional[str
                serving=serving_version is not None and serving_version in (summary.pushed_version,
                                                                             summary.unchanged_version),
                canary=canary_version is not None and canary_version == summary.pushed_version,
-               cost=trainer_cost(summary, config))
+               cost=trainer_cost(summary, config),
+               slices=tuple((r.label, r.metric, r.examples) for r in summary.slices[1:]))
 
 
 def history(config: Config) -> list[Row]:
@@ -140,6 +143,30 @@ def cost_note(rows: list[Row]) -> str:
             f"from {p.source} (an estimate from a price list, not a bill)" + tuned)
 
 
+def slice_labels(rows: list[Row]) -> list[str]:
+    """Every slice any run evaluated, in the order first seen."""
+    return list(dict.fromkeys(label for r in rows for label, _, _ in r.slices))
+
+
+def slice_cell(r: Row, label: str) -> str:
+    found = next(((m, n) for name, m, n in r.slices if name == label), None)
+    if found is None:
+        return "-"
+    return f"{found[0]:.4f}" if found[0] is not None else "n/a"
+
+
+def format_slices(rows: list[Row], metric_label: str) -> str:
+    """Each slice's main metric per run; "" when no run was sliced."""
+    labels = slice_labels(rows)
+    if not labels:
+        return ""
+    widths = [max(len(label), 6) for label in labels]
+    lines = [f"{metric_label} per slice:", f"{'run':<27} " + " ".join(f"{x:>{w}}" for x, w in zip(labels, widths))]
+    lines.extend(f"{r.run_id[:27]:<27} " + " ".join(f"{slice_cell(r, x):>{w}}" for x, w in zip(labels, widths))
+                 for r in rows if r.slices)
+    return "\n".join(lines)
+
+
 def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
     if not rows:
         return "no runs yet"
@@ -157,7 +184,7 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
         if r.refused:
             lines.append(f"{'':<27} serving gate: {r.refused}")
-    return "\n".join(lines + [cost_note(rows)])
+    return "\n".join(lines + [cost_note(rows)] + ([format_slices(rows, metric_label)] if slice_labels(rows) else []))
 
 
 def label_moves(config: Config) -> str:

@@ -11,7 +11,16 @@ import matplotlib.pyplot as plt
 from components.serving import rollout
 from pipeline.config import Config, join
 from pipeline.runs import html as page
-from pipeline.runs.history import Row, cost_cells, cost_note, history, main_metric, tuning_cell
+from pipeline.runs.history import (
+    Row,
+    cost_cells,
+    cost_note,
+    history,
+    main_metric,
+    slice_cell,
+    slice_labels,
+    tuning_cell,
+)
 from pipeline.runs.report import HISTORY_FILE
 
 
@@ -49,6 +58,36 @@ def history_figure(rows: list[Row], metric_label: str):
     return fig
 
 
+def slices_figure(rows: list[Row], metric_label: str):
+    """Each slice's main metric per run (the run axis as in history_figure); None when no run was sliced."""
+    labels = slice_labels(rows)
+    if not labels:
+        return None
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    xs = list(range(1, len(rows) + 1))
+    for label in labels:
+        points = [(x, m) for x, r in zip(xs, rows) for name, m, _ in r.slices if name == label and m is not None]
+        if points:
+            ax.plot(*zip(*points), marker="o", markersize=4, label=label)
+    ax.set_xlabel("run")
+    ax.set_ylabel(f"eval {metric_label}")
+    ax.set_xticks(xs)
+    ax.set_title(f"{metric_label} per slice")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return fig
+
+
+def _slices_section(rows: list[Row], metric_label: str) -> str:
+    fig = slices_figure(rows, metric_label)
+    if fig is None:
+        return ""
+    labels = slice_labels(rows)
+    table = page.table(["#", "run", *labels], [[i, r.run_id, *(slice_cell(r, x) for x in labels)]
+                                               for i, r in enumerate(rows, 1) if r.slices])
+    return page.section("slices", f"{metric_label} per slice", page.img(fig, f"eval {metric_label} per slice over runs")
+                        + table)
+
+
 def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "accuracy", moves: tuple = ()) -> str:
     """moves: TF Serving's label moves on this root (components/serving/rollout.py Event), oldest first."""
     table = page.table(["#", "run", "spans", "rows", "drift", metric_label, "blessed", "pushed", "outcome", "tuning",
@@ -61,6 +100,7 @@ def render_history(rows: list[Row], pipeline_name: str, metric_label: str = "acc
                     for i, r in enumerate(rows, 1)])
     body = page.section("history", "Runs", (_plot(rows, metric_label) if rows else "<p>no runs yet</p>") + table
                     + (f"<p class=dim>{page.escape(cost_note(rows))}</p>" if rows else ""))
+    body += _slices_section(rows, metric_label)
     if moves:
         body += page.section("labels", "TF Serving's labels: every push, promotion and rollback", page.table(
             ["when", "action", "stable before", "canary before", "stable", "canary", "by"],

@@ -27,6 +27,11 @@ def table(header, rows, css: str = "", escaped: bool = True) -> str:
     return f'<table class="{css}">' + (f"<tr>{head}</tr>" if head else "") + body + "</table>"
 
 
+def folded(title: str, body: str) -> str:
+    """A long table closed until clicked (<details>): `title` is HTML."""
+    return f"<details><summary><b>{title}</b></summary>\n{body}\n</details>"
+
+
 def img(fig, alt: str) -> str:
     buf = io.BytesIO()
     fig.tight_layout()
@@ -46,6 +51,7 @@ th {{ background: #f2f2f2; }}
 section {{ border-top: 2px solid #2e86c1; margin-top: 1.5em; }}
 .ok {{ color: #1e8449; }} .bad, table.bad td {{ color: #b03a2e; }} .dim {{ color: #888; font-size: 12px; }}
 img {{ max-width: 100%; }}
+details {{ margin: 0.6em 0; }} summary {{ cursor: pointer; }}
 </style></head>
 <body><h1>{title}</h1>
 {body}

@@ -14,12 +14,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from tensorflow_metadata.proto.v0 import statistics_pb2  # noqa: E402
 
+from components.data.snapshot.component import TRAINING_KEY  # noqa: E402
+from components.data.snapshot.newness import NEW_SPAN  # noqa: E402
 from components.scoring import keys as scoring_keys  # noqa: E402
 from components.splits import EVAL  # noqa: E402
 from pipeline.config import Config, join  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs import mlmd  # noqa: E402
 from pipeline.runs.cost import TrainerCost, trainer_cost  # noqa: E402
+from pipeline.runs.quality_report import main_metric, quality_section  # noqa: E402
 from pipeline.runs.summary import (  # noqa: E402
     COMPONENTS_TIME,
     EXAMPLE_COUNT,
@@ -38,8 +41,10 @@ from trainer import role_table  # noqa: E402
 REPORT_FILE = "report.html"
 # Beside the runs' directories: <root>/runs/history.html (history_page.py).
 HISTORY_FILE = "history.html"
-# Loss, then the task's training metric (trainer/tasks.py): accuracy, or rmse for regression.
-_CURVES = (("loss", "eval_loss", "loss"), ("accuracy", "eval_accuracy", "accuracy"), ("rmse", "eval_rmse", "rmse"))
+# A snapshot's properties that say nothing to a reader: TFX's bookkeeping, and the internal run condition and key
+# (the newness and the nothing-new reason have their own lines in the Run section).
+_SNAPSHOT_INTERNAL = ("tfx_version", "is_external", NEW_SPAN, TRAINING_KEY)
+_CONDITION_VALUE_TYPE = "Integer"  # the Snapshot's new_data output (components/data/snapshot/component.py)
 
 
 def run_dir(config: Config, run_id: str) -> str:
@@ -63,14 +68,17 @@ def write_report(config: Config, run_id: Optional[str] = None, summary: Optional
 
 
 def render(summary: RunSummary, pipeline_name: str, cost: Optional[TrainerCost] = None) -> str:
+    # The answer a reader opened it for first: what happened, how good the model is (per slice, with plots);
+    # then how it was trained and evaluated; then how the run went and the data it read, the long tables folded.
     sections = [
         _overview(summary, pipeline_name, cost),
+        quality_section(summary),
+        _evaluation(summary),
+        _training(summary),
+        tuning_section(summary),
+        *([_inference(summary)] if summary.predictions is not None else []),
         _components(summary),
         _data(summary),
-        tuning_section(summary),
-        _training(summary),
-        _evaluation(summary),
-        *([_inference(summary)] if summary.predictions is not None else []),
         _snapshot(summary),
     ]
     return page.PAGE.format(title=page.escape(f"{pipeline_name} run {summary.run_id}"), body="\n".join(sections))
@@ -122,7 +130,8 @@ def _data(s: RunSummary) -> str:
             continue
         stats_list = statistics_pb2.DatasetFeatureStatisticsList.FromString(Path(path).read_bytes())
         for dataset in stats_list.datasets:
-            parts.append(f"<h3>{page.escape(split)}: {dataset.num_examples} examples</h3>" + _featuretable(dataset))
+            parts.append(page.folded(f"{page.escape(split)}: {dataset.num_examples:,} examples, "
+                                     f"{len(dataset.features)} columns", _featuretable(dataset)))
     parts.append(_columns(s))
     validated = s.output("ExampleValidator", "ExampleAnomalies") is not None
     parts.append("<h3>Anomalies (data against the schema)</h3>" + (
@@ -136,8 +145,8 @@ def _columns(s: RunSummary) -> str:
     table = role_table.loads(str(graph.properties.get(role_table.ARTIFACT_PROPERTY, ""))) if graph is not None else []
     if not table:
         return "<h3>Columns as the model reads them</h3><p>Not recorded (Transform did not run in this run).</p>"
-    return ("<h3>Columns as the model reads them</h3>"
-            + page.table(role_table.HEADER, [tuple(r[h] for h in role_table.HEADER) for r in table]))
+    return page.folded(f"Columns as the model reads them ({len(table)})",
+                       page.table(role_table.HEADER, [tuple(r[h] for h in role_table.HEADER) for r in table]))
 
 
 def _featuretable(dataset: statistics_pb2.DatasetFeatureStatistics) -> str:
@@ -178,18 +187,7 @@ def _training(s: RunSummary) -> str:
     if not scalars:
         return page.section("training", "Training",
                         f"<p>No training summaries found in {page.escape(model_run.uri)}.</p>")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    for ax, (train_key, eval_key, label) in zip(axes, [c for c in _CURVES if c[0] in scalars]):
-        for key, style in ((train_key, "-"), (eval_key, "o-")):
-            if key in scalars:
-                steps, values = zip(*scalars[key])
-                ax.plot(steps, values, style, label=key, markersize=4)
-        if s.exported is not None:
-            ax.axvline(s.exported.step, color="#1e8449", linestyle="--", label=f"exported (step {s.exported.step})")
-        ax.set_xlabel("step")
-        ax.set_title(label)
-        ax.legend()
-        ax.grid(alpha=0.3)
+    fig = _curves(scalars, s)
     rows = [(k, f"{v[-1][1]:.4g}", str(v[-1][0])) for k, v in sorted(scalars.items())]
     if s.trainer is None:
         exported = "<p>The Trainer recorded no export choice or input check (trainer/outcome.py).</p>"
@@ -209,6 +207,33 @@ def _training(s: RunSummary) -> str:
     return page.section("training", "Training", exported + page.img(fig, "training curves")
                     + "<h3>Last values</h3>" + page.table(("scalar", "value", "at step"), rows)
                     + f"<p class=dim>from {page.escape(model_run.uri)}</p>")
+
+
+def curve_keys(s: RunSummary, scalars: dict) -> list[tuple[str, str, str]]:
+    """(train scalar, eval scalar, title) of each plot: the loss, then the task's main metric (the one that picks
+    the exported step and gates the push: AUC for binary, not accuracy); the training metric when the Evaluator
+    did not run."""
+    metric = main_metric(s)
+    label = metric.label if metric is not None and f"eval_{metric.label}" in scalars else next(
+        (k[len("eval_"):] for k in scalars if k.startswith("eval_") and k != "eval_loss"), None)
+    return [("loss", "eval_loss", "loss"), *([(label, f"eval_{label}", label)] if label else [])]
+
+
+def _curves(scalars: dict, s: RunSummary):
+    keys = curve_keys(s, scalars)
+    fig, axes = plt.subplots(1, len(keys), figsize=(11, 3.6), squeeze=False)
+    for ax, (train_key, eval_key, label) in zip(axes[0], keys):
+        for key, style in ((train_key, "-"), (eval_key, "o-")):
+            if key in scalars:
+                steps, values = zip(*scalars[key])
+                ax.plot(steps, values, style, label=key, markersize=4)
+        if s.exported is not None:
+            ax.axvline(s.exported.step, color="#1e8449", linestyle="--", label=f"exported (step {s.exported.step})")
+        ax.set_xlabel("step")
+        ax.set_title(label)
+        ax.legend()
+        ax.grid(alpha=0.3)
+    return fig
 
 
 def read_scalars(logdir: str) -> dict[str, list[tuple[int, float]]]:
@@ -280,11 +305,13 @@ def _snapshot(s: RunSummary) -> str:
     parts = []
     for component, a in snaps:
         rows = [("produced by", component), ("type", a.type_name), ("uri", a.uri)]
-        rows += [(k, str(v)) for k, v in sorted(a.properties.items()) if k not in ("tfx_version", "is_external")]
+        rows += [(k, str(v)) for k, v in sorted(a.properties.items())
+                 if k not in _SNAPSHOT_INTERNAL and str(v).strip() not in ("", "{}", "[]")]
         parts.append(page.table(("", ""), rows))
-        # The snapshot may reach ExampleGen through a sibling output (e.g. its data directory).
+        # The snapshot may reach ExampleGen through a sibling output (e.g. its data directory); the run condition's
+        # value (its new_data Integer, pipeline/dag/conditions.py) is internal.
         lineage = [(o.type_name, o.uri, ", ".join(consumers.get(o.id, [])) or "no later component of this run")
-                   for o in s.outputs[component]]
+                   for o in s.outputs[component] if o.type_name.rpartition(".")[2] != _CONDITION_VALUE_TYPE]
         parts.append(f"<h3>Lineage: what {page.escape(component)} produced and who read it</h3>"
                      + page.table(("artifact", "uri", "read by"), lineage))
     return page.section("snapshot", "Data snapshot and lineage", "\n".join(parts))

@@ -10,7 +10,7 @@ import tensorflow_model_analysis as tfma
 
 from components.data.snapshot import newness
 from components.data.snapshot.component import WAITING_SPANS
-from components.evaluation import trivial
+from components.evaluation import slicing, trivial
 from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_LABEL, UNCHANGED_VERSION
 from components.scoring import keys as scoring_keys
 from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID, PREDICTIONS_TYPE
@@ -20,6 +20,7 @@ from components.tuner import record as tuning_record
 from pipeline.config import Config
 from pipeline.errors import EXIT_NOT_PUSHED, EXIT_NOTHING_NEW, EXIT_OK
 from pipeline.runs import mlmd, verdict
+from pipeline.runs import slices as slice_results
 from pipeline.runs.mlmd import ArtifactInfo
 from pipeline.runs.retraining import nothing_new
 from trainer import outcome
@@ -99,6 +100,10 @@ class RunSummary:
     trivial_metric: Optional[float] = None  # to 6 significant digits: what MLMD's SQLite store keeps
     trivial_model: Optional[str] = None
     trivial_sets_the_bar: bool = False  # its bound is the one the Evaluator applied
+    # What the Evaluator sliced and why (components/evaluation/slicing.py), and each slice's main metric beside the
+    # serving model's (pipeline/runs/slices.py), the overall slice first; empty when it recorded no slicing.
+    slicing: Optional[slicing.SliceRecord] = None
+    slices: list[slice_results.SliceRow] = dataclasses.field(default_factory=list)
 
     @property
     def exported(self) -> Optional[ExportChoice]:
@@ -166,12 +171,15 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         found = trivial.Recorded.of(evaluation.properties)
         summary.eval_split, summary.trivial_metric, summary.trivial_model = found.split, found.value, found.what
         summary.trivial_sets_the_bar = found.sets_the_bar
-        summary.metrics, summary.baseline_metrics = _overall_metrics(evaluation.uri)
+        by_slice = slice_results.read_metrics(evaluation.uri)
+        overall = by_slice.get((), {})
+        summary.metrics = overall.get(slice_results.CANDIDATE, {})
+        summary.baseline_metrics = overall.get(slice_results.BASELINE, {})
+        summary.slicing = slicing.read(evaluation.properties)
         validation = tfma.load_validation_result(evaluation.uri)
+        summary.slices = slice_results.rows(by_slice, summary.slicing, slice_results.failed_slices(validation))
         summary.blessed = validation.validation_ok
-        summary.validation_failures = [f"{f.metric_key.name}: {f.message}"
-                                       for per_slice in validation.metric_validations_per_slice
-                                       for f in per_slice.failures]
+        summary.validation_failures = slice_results.describe_failures(validation, by_slice)
     snapshots = summary.training_snapshots()
     if snapshots:
         summary.snapshot_digest = snapshots[0][1].properties.get("digest")
@@ -211,17 +219,6 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
     return summary
 
 
-def _overall_metrics(uri: str) -> tuple[dict[str, float], dict[str, float]]:
-    candidate, baseline = {}, {}
-    for per_slice in tfma.load_metrics(uri):
-        if per_slice.slice_key.single_slice_keys:
-            continue
-        for kv in per_slice.metric_keys_and_values:
-            if kv.key.is_diff:
-                continue
-            target = baseline if kv.key.model_name == "baseline" else candidate
-            target[kv.key.name] = kv.value.double_value.value
-    return candidate, baseline
 
 
 def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] = None) -> str:
@@ -256,6 +253,8 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
         lines.append(f"{main.split} examples: {metric_text(EXAMPLE_COUNT, summary.metrics.get(EXAMPLE_COUNT, 0))}")
         if summary.trivial_model:
             lines.append(f"trivial model: {summary.trivial_model}")
+    if summary.slicing is not None:
+        lines.extend(_slice_lines(summary))
     if summary.blessed is not None:
         lines.append("blessed: yes" if summary.blessed else "blessed: NO")
         lines.extend(f"  why: {f}" for f in why_not_blessed(summary, main))
@@ -283,6 +282,24 @@ def metric_text(name: str, value: Optional[float]) -> str:
     if name.endswith("_count") and float(value).is_integer():
         return f"{value:,.0f}"
     return f"{value:.4f}"
+
+
+def _slice_lines(summary: RunSummary) -> list[str]:
+    """The slices and the worst of those the gates applied to (or could have: with enough examples)."""
+    lines = [f"slices: {slice_results.describe_slicing(summary.slicing)}"]
+    metric = slice_results.main_metric_of(summary.slicing)
+    enough = [r for r in summary.slices[1:] if r.metric is not None
+              and r.examples >= summary.slicing.plan["min_examples"]]
+    if metric is not None and enough:
+        worst = (min if metric.higher_is_better else max)(enough, key=lambda r: r.metric)
+        lines.append(f"  worst slice with >= {summary.slicing.plan['min_examples']} examples: {worst.label}, "
+                     f"{metric.label} {worst.metric:.4f} on {worst.examples} examples"
+                     + ("" if worst.gated else " (no slice bound set)"))
+    small = [r for r in summary.slices[1:] if r.examples < summary.slicing.plan["min_examples"]]
+    if small and slicing.SlicePlan(**summary.slicing.plan).gated:
+        lines.append(f"  not gated, fewer than evaluator.slice_min_examples ({summary.slicing.plan['min_examples']})"
+                     f" examples: {', '.join(f'{r.label} ({r.examples})' for r in small)}")
+    return lines
 
 
 def push_outcome(summary: RunSummary) -> str:

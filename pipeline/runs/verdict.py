@@ -22,7 +22,12 @@ def thresholds(eval_config: Optional[tfma.EvalConfig]) -> dict[str, dict[str, fl
     result: dict[str, dict[str, float]] = {}
     for spec in eval_config.metrics_specs if eval_config is not None else ():
         for metric in spec.metrics:
-            value, change = metric.threshold.value_threshold, metric.threshold.change_threshold
+            # With slices, the Evaluator gives TFMA the overall bounds as per-slice thresholds on the overall slice
+            # (components/evaluation/slicing.py); the slices' own are per-slice thresholds on other slices.
+            threshold = metric.threshold if metric.HasField("threshold") else next(
+                (t.threshold for t in metric.per_slice_thresholds if list(t.slicing_specs) == [tfma.SlicingSpec()]),
+                metric.threshold)
+            value, change = threshold.value_threshold, threshold.change_threshold
             bounds = {}
             if value.HasField("lower_bound"):
                 bounds["lower_bound"] = value.lower_bound.value
