@@ -80,7 +80,7 @@ def _check(train: str, evals: str, layout) -> dict:
                         eval_every_steps=500, checkpoint_every_steps=2000)
     data = TransformedData(train, evals, synthetic.feature_spec(layout), label=layout.label,
                            task=tasks.Multiclass(synthetic.NUM_CLASSES),
-                           model_fn=lambda: build_model(layout, synthetic.NUM_CLASSES, cfg.hidden_units))
+                           model_fn=lambda c: build_model(layout, synthetic.NUM_CLASSES, c.hidden_units))
     with tempfile.TemporaryDirectory(prefix="bench-input-ckpt-") as ckpt:
         fitted = fit_and_export(cfg, lambda: data, checkpoint_dir=ckpt, logdir=None, export_dir=None,
                                 export=lambda *_: None)

@@ -92,11 +92,14 @@ def _latest(directory: str) -> str:
     return runs[-1]
 
 
+# The model both sides train: the penguin MLP every result in bench/results/ was measured with.
+HIDDEN_UNITS = [16, 16]
+
+
 def _build_model(data: dict):
-    from trainer.config import TrainerConfig
     from trainer.model import build_model
 
-    return build_model(data["layout"], data["task"].width, TrainerConfig().hidden_units)
+    return build_model(data["layout"], data["task"].width, HIDDEN_UNITS)
 
 
 def _fit_examples_per_second(data: dict, batch: int, steps: int, repeats: int) -> float:
@@ -106,7 +109,7 @@ def _fit_examples_per_second(data: dict, batch: int, steps: int, repeats: int) -
     from tfx.proto import example_gen_pb2
     from tfx_bsl.public import tfxio
 
-    from trainer.config import TrainerConfig
+    from trainer.budget import STEP_BUDGET
 
     # What the Trainer's data_accessor.tf_dataset_factory does for Examples artifacts.
     dataset = tfxio_utils.make_tfxio(
@@ -116,7 +119,7 @@ def _fit_examples_per_second(data: dict, batch: int, steps: int, repeats: int) -
 
     with tf.distribute.MirroredStrategy().scope():
         model = _build_model(data)
-        model.compile(optimizer=tf_keras.optimizers.Adam(TrainerConfig().learning_rate),
+        model.compile(optimizer=tf_keras.optimizers.Adam(STEP_BUDGET["learning_rate"]),
                       loss=tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=[tf_keras.metrics.SparseCategoricalAccuracy()])
     marks: list[float] = []  # epoch begin/end times
@@ -128,13 +131,14 @@ def _fit_examples_per_second(data: dict, batch: int, steps: int, repeats: int) -
 
 
 def _loop_examples_per_second(data: dict, batch: int, spe: int, steps: int) -> float:
+    from trainer.budget import plan
     from trainer.config import TrainerConfig
     from trainer.data import record_dataset_fn
     from trainer.loop import train
     from trainer.strategy import make_strategy
 
-    cfg = TrainerConfig(strategy="auto", train_steps=steps, global_batch_size=batch, steps_per_execution=spe,
-                        eval_every_steps=steps, checkpoint_every_steps=steps)
+    cfg, _ = plan(TrainerConfig(strategy="auto", train_steps=steps, global_batch_size=batch, steps_per_execution=spe,
+                                eval_every_steps=steps, checkpoint_every_steps=steps), lambda: 0, replicas=1)
     train_fn = record_dataset_fn(data["pattern"], data["spec"], batch, label=data["layout"].label, training=True,
                                  seed=cfg.seed)
     with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as ckpt:

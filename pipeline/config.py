@@ -21,6 +21,7 @@ from pipeline.sections.serving import ServingSection
 from pipeline.sections.slices import SliceSettings
 from pipeline.sections.vertex import DataflowSection, VertexSection
 from trainer import pod
+from trainer.budget import STEP_BUDGET
 from trainer.config import Section, TrainerConfig, validate_uri
 from trainer.feature_config import FeatureConfig
 from trainer.tuning import Range, TuningConfig
@@ -327,15 +328,19 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "Config":
-        if self.trainer.eval_every_steps > self.trainer.train_steps:
+        # With trainer.train_steps (a step budget), an empty eval_every_steps is the step budget's (trainer/budget.py).
+        eval_every = self.trainer.eval_every_steps or STEP_BUDGET["eval_every_steps"]
+        if self.trainer.train_steps is not None and eval_every > self.trainer.train_steps:
             raise ValueError(
-                f"trainer.eval_every_steps ({self.trainer.eval_every_steps}) exceeds "
-                f"trainer.train_steps ({self.trainer.train_steps})")
+                f"trainer.eval_every_steps ({eval_every}{'' if self.trainer.eval_every_steps else ', the default'}) "
+                f"exceeds trainer.train_steps ({self.trainer.train_steps})")
         steps = self.tuning.search_space.get("train_steps") if self.tuning else None
-        if steps is not None and min(steps.values if not isinstance(steps, Range) else [steps.min]) < \
-                self.trainer.eval_every_steps:
+        if steps is not None and self.trainer.max_passes is not None:
+            raise ValueError(f"tuning.space.train_steps gives each trial a step budget, and trainer.max_passes "
+                             f"({self.trainer.max_passes:g}) a pass budget: search one, or leave max_passes empty")
+        if steps is not None and min(steps.values if not isinstance(steps, Range) else [steps.min]) < eval_every:
             raise ValueError(f"tuning.space.train_steps goes below trainer.eval_every_steps "
-                             f"({self.trainer.eval_every_steps}): such a trial would never evaluate")
+                             f"({eval_every}): such a trial would never evaluate")
         if self.data.analyzer_cache and not self.data.spans:
             raise ValueError("data.analyzer_cache keeps one cache entry per span: it needs data.spans")
         if self.dataflow is not None and self.dataflow.enabled and self.vertex is None:

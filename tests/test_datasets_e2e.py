@@ -87,7 +87,8 @@ def test_a_generated_regression_dataset_trains_through_config_alone(tmp_path):
         # No curated schema: SchemaGen infers it; every column but the label and the
         # district is inferred from its type.
         "data": {"input_dir": str(data), "schema_file": None},
-        "features": {"label": "price", "task": "regression", "categorical": ["district"]},
+        # label_log: learned on log(1 + price) (as a skewed label would be), served and evaluated in its units.
+        "features": {"label": "price", "task": "regression", "categorical": ["district"], "label_log": True},
         "trainer": {"train_steps": 600, "global_batch_size": 128, "eval_every_steps": 200,
                     "learning_rate": 0.01, "hidden_units": [32, 16]},
         # Well under the label's spread: what predicting the mean would score.
@@ -101,6 +102,7 @@ def test_a_generated_regression_dataset_trains_through_config_alone(tmp_path):
     # The configured bound is stricter than the trivial model's (the mean's RMSE, about the label's spread).
     assert "test rmse: " in console and f"upper bound {config.evaluator.upper_bound:.6g}" in console
     assert summary.trivial_metric == pytest.approx(frame["price"].std(), rel=0.1)
+    assert "regression, trained on log(1 + label), served on the label's own scale" in console
 
     rows = scoring.examples(config.pipeline.pipeline_root)
     truth = np.array([scoring.value(r, "price") for r in rows])
@@ -108,6 +110,10 @@ def test_a_generated_regression_dataset_trains_through_config_alone(tmp_path):
     rmse = float(np.sqrt(np.mean((predicted - truth) ** 2)))
     # Predicting the mean scores the label's spread (~1000); the district alone is worth ~400.
     assert rmse < 0.5 * truth.std(), (rmse, truth.std())
+    # The log scale stays inside the model: serving answers in the label's units, and the Evaluator (TFMA, which
+    # reads the label through transform_features) scores the same RMSE as these raw labels do. A log-scale label
+    # or prediction leaking into either would be off by a factor of about a thousand.
+    assert abs(predicted.mean() - truth.mean()) < 0.1 * truth.std(), (predicted.mean(), truth.mean())
     assert summary.metrics["root_mean_squared_error"] == pytest.approx(rmse, rel=0.02)
     # The 400 districts went through an embedding, the 30% missing quality was imputed.
     import tensorflow as tf

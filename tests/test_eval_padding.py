@@ -77,7 +77,7 @@ from trainer.tasks import Multiclass
 pattern, batch = sys.argv[1], int(sys.argv[2])
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 layout, task = synthetic.layout(), Multiclass(synthetic.NUM_CLASSES)
-state = build_state(strategy, TrainerConfig(global_batch_size=batch),
+state = build_state(strategy, TrainerConfig(train_steps=1, global_batch_size=batch, learning_rate=0.01),
                     lambda: build_model(layout, synthetic.NUM_CLASSES, [8]), task)
 fn = record_dataset_fn(pattern, synthetic.feature_spec(layout), batch, label=layout.label, training=False)
 loss, acc = make_evaluate(strategy, state, strategy.distribute_datasets_from_function(fn))()

@@ -99,13 +99,13 @@ def test_the_check_finds_input_that_cannot_feed_training(files):
     # 20 ms a batch: about 1,600 examples/s (a little more: prefetch fills its buffer while the first
     # call is timed out), against training said to run at 10,000.
     slow = check_input(strategy, cfg, strategy.distribute_datasets_from_function(_slow(fn, 0.02)),
-                       train_examples_per_second=10_000, loop_seconds=10.0)
+                       train_examples_per_second=10_000, loop_seconds=10.0, steps=cfg.train_steps)
     assert slow.input_examples_per_second < 2_500 and slow.ratio < 0.25
     assert slow.verdict == "input-bound" and "trainer.global_batch_size" in slow.advice
     assert slow.steps == 8 and 0 < slow.seconds and slow.overhead == pytest.approx(slow.seconds / 10.0)
     # The real pipeline against training at 1 example/s: far from input-bound, and no advice.
     fast = check_input(strategy, cfg, strategy.distribute_datasets_from_function(fn),
-                       train_examples_per_second=1.0, loop_seconds=10.0)
+                       train_examples_per_second=1.0, loop_seconds=10.0, steps=cfg.train_steps)
     assert fast.verdict == "not input-bound" and not fast.advice and fast.ratio > 100
 
 

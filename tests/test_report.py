@@ -6,6 +6,7 @@ import io
 import os
 import re
 import shutil
+import statistics
 import subprocess
 
 import pytest
@@ -106,8 +107,8 @@ def test_training_curves_come_from_the_trainer_summaries(report):
         assert scalars[name], name
     assert scalars["loss"][-1][0] == config.trainer.train_steps
     eval_steps = [step for step, _ in scalars["eval_accuracy"]]
-    assert eval_steps == list(range(config.trainer.eval_every_steps, config.trainer.train_steps + 1,
-                                    config.trainer.eval_every_steps))
+    every = summary.trainer.budget.eval_every_steps  # the step budget's 100: configs/local.yaml leaves it empty
+    assert eval_steps == list(range(every, config.trainer.train_steps + 1, every)) and every == 100
     training = _section(page, "training")
     assert f"<td>eval_accuracy</td><td>{scalars['eval_accuracy'][-1][1]:.4g}</td>" in training
     # The exported step is the best evaluation (trainer.export=best) and the summary says so, as does the report.
@@ -123,11 +124,20 @@ def test_training_curves_come_from_the_trainer_summaries(report):
         check.input_examples_per_second / check.train_examples_per_second)
     assert f"input: {check.describe()}" in console
     assert f"<b>Input</b>: {html.escape(check.describe())}" in training
-    # ... and whether it overfitted, from the same evaluations.
+    # ... and how the curve reads, from the same evaluations: its end is the median of the last ones after the
+    # lowest eval loss (trainer/overfit.py).
     fit = summary.trainer.overfit
-    assert fit.verdict in ("overfitting", "not overfitting") and fit.last_step == config.trainer.train_steps
-    assert fit.last_eval_loss == pytest.approx(scalars["eval_loss"][-1][1], rel=1e-5)
+    assert fit.verdict in ("overfitting", "noisy", "still improving", "not overfitting")
+    assert fit.last_step == config.trainer.train_steps
+    losses = [v for _, v in scalars["eval_loss"]]
+    assert fit.best_eval_loss == pytest.approx(min(losses), rel=1e-5)
+    assert fit.last_eval_loss == pytest.approx(statistics.median(losses[-fit.end_evals:]), rel=1e-5)
     assert f"fit: {fit.describe()}" in console and f"<b>Fit</b>: {html.escape(fit.describe())}" in training
+    # ... and how much it trained and why it stopped (configs/local.yaml: a step budget).
+    budget = summary.trainer.budget
+    assert (budget.by_passes, budget.steps, budget.stop) == (False, config.trainer.train_steps, "budget")
+    assert f"budget: {budget.describe()}" in console and f"<b>Budget</b>: {html.escape(budget.describe())}" in training
+    assert f"model: {summary.trainer.model}" in console and "hidden layers" in summary.trainer.model
 
 
 def test_cli_regenerates_the_latest_or_a_named_run(report, capsys):

@@ -3,6 +3,7 @@ prints, and each role's encoding through real tf.Transform: dates, booleans, rar
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import random
@@ -18,6 +19,7 @@ from components.transform import TF_COMPAT_V1
 from trainer import dates, features, role_table
 from trainer import roles as data_roles
 from trainer.feature_config import FeatureConfig, resolve
+from trainer.features import CategoricalInput
 from trainer.preprocessing import preprocessing_fn
 from trainer.roles import Sample, infer_one
 
@@ -32,6 +34,7 @@ def _role(kind, values, rows=None) -> data_roles.Role:
 
 @pytest.mark.parametrize("kind, values, role", [
     ("float", [RNG.gauss(0, 1) for _ in range(N)], "numeric"),
+    # Integers, without the label to compare them with: numbers (the rule for categories needs it, below).
     ("int", [RNG.randrange(10) for _ in range(N)], "numeric"),
     # Unique but spread out: amounts, not ids.
     ("int", RNG.sample(range(10**6), N), "numeric"),
@@ -82,6 +85,71 @@ def test_what_is_not_a_date_is_missing_not_a_wrong_date():
     assert pm["hour"].numpy().tolist() == [14, 0]
 
 
+def _with_label(columns: dict, label: list, task: str, kind: str = "float") -> dict:
+    """Roles of generated columns (name -> (kind, values), every row present) beside a label."""
+    rows = range(len(label))
+    samples = [Sample(name, k, values, len(values), list(rows)) for name, (k, values) in columns.items()]
+    return data_roles.infer([*samples, Sample("y", kind, label, len(label), list(rows))], "y", task)
+
+
+def test_a_positive_skewed_number_is_read_on_a_log_scale_and_a_symmetric_one_is_not():
+    rng = np.random.default_rng(45)
+    incomes = rng.lognormal(10, 1, 2_000).round(2).tolist()
+    found = infer_one(Sample("income", "float", incomes, 2_000))
+    assert found.role == "numeric" and found.log and "positive and skewed" in found.why
+    assert not infer_one(Sample("z", "float", rng.normal(50, 5, 2_000).tolist(), 2_000)).log
+    # Below zero, a log is no reading of it, however skewed.
+    assert not infer_one(Sample("x", "float", [v - 1e5 for v in incomes], 2_000)).log
+    # The config wins either way; a regression label that is positive and skewed is learned on a log scale.
+    columns = {"income": "float", "y": "float"}
+    roles = {"income": found, "y": found}
+    resolved = resolve(FeatureConfig(label="y", task="regression"), columns, roles)
+    assert resolved.numeric[0].log and resolved.label_log
+    resolved = resolve(FeatureConfig(label="y", task="regression", label_log=False,
+                                     numeric=[{"income": {"log": False}}]), columns, roles)
+    assert not resolved.numeric[0].log and not resolved.label_log
+    label = role_table.rows(resolve(FeatureConfig(label="y", task="regression"), columns, roles))[0]
+    assert label["encoding"] == "regression, trained on log(1 + label), served on the label's own scale"
+
+
+def test_integer_codes_and_single_days_that_carry_the_label_become_categories():
+    rng = np.random.default_rng(45)
+    n = 4_000
+    flight = rng.integers(1, 3_000, n)  # 3,000 codes: each code's own effect, no order in the number
+    effect = rng.normal(0, 1, 3_000)
+    amount = rng.integers(0, 5_000, n)  # a number whose effect is smooth
+    calls = rng.poisson(1.5, n)  # a count of a few values, its effect a straight line
+    weekday = rng.integers(1, 8, n)  # a few values, each its own effect
+    day = rng.integers(0, 200, n)  # 200 days, each with its own weather
+    weather = rng.normal(0, 1, 200)
+    y = (effect[flight] + amount / 2_500 + 0.3 * calls + np.array([0, 1, -1, 1, -1, 1, -1, 1])[weekday]
+         + weather[day] + rng.normal(0, 0.5, n)).tolist()
+    stamps = [(datetime.date(2013, 1, 1) + datetime.timedelta(int(d))).isoformat() + "T10:00:00Z" for d in day]
+    roles = _with_label({"flight": ("int", flight.tolist()), "amount": ("int", amount.tolist()),
+                         "calls": ("int", calls.tolist()), "weekday": ("int", weekday.tolist()),
+                         "when": ("string", stamps)}, y, "regression")
+    assert roles["flight"].role == "categorical" and "as categories: each value's mean label" in roles["flight"].why
+    assert roles["weekday"].role == "categorical"
+    assert roles["amount"].role == roles["calls"].role == "numeric"
+    assert roles["when"].role == "date" and roles["when"].codes and "each day a category too" in roles["when"].why
+    resolved = resolve(FeatureConfig(label="y", task="regression"), {"flight": "int", "amount": "int", "calls": "int",
+                                                                       "weekday": "int", "when": "string",
+                                                                       "y": "float"}, roles)
+    [when] = resolved.date
+    assert when.each_day and "each day as a category" in role_table.rows(resolved)[-1]["encoding"]
+    # Where the days carry nothing (one signup a day, the label unrelated), the date is a date alone.
+    noise = _with_label({"when": ("string", stamps)}, rng.normal(0, 1, n).tolist(), "regression")
+    assert noise["when"].role == "date" and not noise["when"].codes
+    # Without the label's rows there is nothing to compare: integers of many values stay numbers.
+    assert infer_one(Sample("flight", "int", flight.tolist(), n)).role == "numeric"
+
+
+def test_a_constant_or_mostly_empty_column_gets_a_note():
+    roles = data_roles.infer([Sample("year", "int", [2013] * 300, 300), Sample("joint", "float", [1.5, 2.0] * 60, 300)])
+    assert roles["year"].why.endswith("constant: every sampled value is 2013, nothing to learn from")
+    assert roles["joint"].why.endswith("mostly empty: 60% of 300 sampled rows have no value")
+
+
 COLUMNS = {"churned": "string", "customer_id": "int", "signup": "string", "plan": "string", "notes": "string",
            "autopay": "string", "fee": "float"}
 ROLES = {"customer_id": data_roles.Role("id", "100% distinct"), "signup": data_roles.Role("date", "dates", 0, "iso"),
@@ -129,12 +197,17 @@ def test_the_table_says_how_each_column_was_read_and_why():
     assert (notes["role"], notes["why"]) == ("text", "from the config")
     assert notes["encoding"].startswith("bag of words: the 8 most frequent words seen >= 5 times")
     # After the analysis, each category's id count (vocabulary and OOV buckets) joins its encoding.
-    sized = {r["column"]: r["encoding"] for r in role_table.with_sizes(table, {"plan": 5})}
-    assert sized["plan"].endswith("1 OOV bucket for the rest: 5 ids") and sized["fee"] == by_column["fee"]["encoding"]
+    sized = {r["column"]: r["encoding"] for r in role_table.with_sizes(table, {"plan": CategoricalInput("plan", 5, 0)})}
+    assert sized["plan"].endswith("1 OOV bucket for the rest: 5 ids, one-hot")
+    assert sized["fee"] == by_column["fee"]["encoding"]
+    embedded = role_table.with_sizes(table, {"plan": CategoricalInput("plan", 4_000, 32)})
+    assert [r["encoding"] for r in embedded if r["column"] == "plan"][0].endswith(": 4,000 ids, an embedding of 32")
 
 
 # Each role through real tf.Transform, as the pipeline's Transform runs it: the roles in custom_config.
-ANALYZED = [{"churned": [b"yes" if i % 3 else b"no"], "signup": [DAYS[i].isoformat().encode()],
+# Eight signup days, five rows each: enough for each day to be a category of its own (each_day).
+SIGNUPS = [DAYS[i % 8] for i in range(40)]
+ANALYZED = [{"churned": [b"yes" if i % 3 else b"no"], "signup": [SIGNUPS[i].isoformat().encode()],
              "autopay": [RNG.choice([b"true", b"false"])], "fee": [float(i)],
              "plan": [b"rare" if i == 0 else RNG.choice([b"basic", b"pro"])],
              # Words in 40, 30, 20 and 10 rows, and one seen once (under min_frequency 5).
@@ -150,7 +223,8 @@ RAW = [{"churned": [b"no"], "signup": [b"2021-03-04"], "autopay": [b"YES"], "fee
 def transformed(tmp_path_factory):
     spec = {n: tf.io.FixedLenFeature([], tf.float32 if n == "fee" else tf.string) for n in ANALYZED[0]}
     metadata = tft.DatasetMetadata(schema_utils.schema_from_feature_spec(spec))
-    roles = {"signup": ROLES["signup"], "autopay": ROLES["autopay"], "plan": ROLES["plan"], "fee": ROLES["fee"]}
+    roles = {"signup": dataclasses.replace(ROLES["signup"], codes=True), "autopay": ROLES["autopay"],
+             "plan": ROLES["plan"], "fee": ROLES["fee"]}
     config = {features.CONFIG_KEY: FeatureConfig(label="churned", task="binary", positive_class="yes",
                                                  text=[{"name": "notes", "max_tokens": 4}]).model_dump(),
               data_roles.CONFIG_KEY: data_roles.dumps(roles)}
@@ -166,9 +240,13 @@ def transformed(tmp_path_factory):
 
 def test_a_date_becomes_days_weekday_and_month_and_a_bad_one_missing(transformed):
     train, test = transformed
-    days = np.array([(d - datetime.date(1970, 1, 1)).days for d in DAYS[:40]], dtype=float)
+    days = np.array([(d - datetime.date(1970, 1, 1)).days for d in SIGNUPS], dtype=float)
     scored = (days - days.mean()) / days.std()
     np.testing.assert_allclose([r["signup_xf"] for r in train], scored, rtol=1e-4, atol=1e-4)
+    # each_day: one id per day seen in training (8 of them), one more for an unseen day or a bad date.
+    ids = {d: r["signup_day_xf"] for d, r in zip(SIGNUPS, train)}
+    assert all(r["signup_day_xf"] == ids[d] for d, r in zip(SIGNUPS, train)) and sorted(ids.values()) == list(range(8))
+    assert test[0]["signup_day_xf"] == test[1]["signup_day_xf"] == 8
     assert test[0]["signup_day_of_week_xf"] == datetime.date(2021, 3, 4).weekday()
     assert test[0]["signup_month_xf"] == 2
     assert test[1]["signup_xf"] == pytest.approx(0.0, abs=1e-5)  # missing: the mean

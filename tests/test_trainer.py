@@ -125,6 +125,61 @@ def test_early_stopping_stops_and_stays_stopped(data, tmp_path):
     assert again["stopped_early"] and again["initial_step"] == again["step"] == stopped["step"]
 
 
+def test_the_pass_budget_plans_from_the_rows_lowers_the_rate_on_a_plateau_and_stops_early(data, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from trainer import budget
+
+    # The budget keys empty: planned from the 1,024 training rows (trainer/budget.py).
+    job = write_job(tmp_path, data, {"logdir": str(tmp_path / "logs")}, train_steps=None, global_batch_size=None,
+                    eval_every_steps=None, checkpoint_every_steps=None)
+    train_here(job)
+    res = result(job)
+    plan = res["budget"]
+    # A batch of 32 (sqrt(1024)), 32 steps a pass, 63 passes so the budget holds MIN_STEPS, an evaluation every
+    # 2 passes (at most MAX_EVALS in the budget).
+    assert (plan["by_passes"], plan["rows"], plan["global_batch_size"], plan["max_steps"],
+            plan["eval_every_steps"]) == (True, 1024, 32, 2016, 64)
+    steps = [r["step"] for r in res["history"]]
+    assert steps == list(range(64, res["step"] + 1, 64))
+    assert res["stop"] == plan["stop"] == "early" and res["step"] < plan["max_steps"] and res["stopped_early"]
+    losses = [r["eval_loss"] for r in res["history"]]
+    assert min(losses[-budget.PATIENCE:]) >= min(losses[:-budget.PATIENCE])  # PATIENCE evaluations, no lower loss
+    # The rate: a linear warm-up over the first pass to 0.01, then halved each time eval loss went DECAY_AFTER
+    # evaluations without a new low (the halvings the evaluations before the last host call decided).
+    events = EventAccumulator(str(tmp_path / "logs"), size_guidance={"tensors": 0}).Reload()
+    rates = {e.step: float(tf_value(e)) for e in events.Tensors("learning_rate")}
+    halvings, stalled, best = 0, 0, float("inf")
+    for loss in losses[:-1]:
+        stalled = 0 if loss < best else stalled + 1
+        best = min(best, loss)
+        halvings += stalled > 0 and stalled % budget.DECAY_AFTER == 0
+    assert halvings >= 1 and rates[res["step"]] == pytest.approx(0.01 * budget.DECAY_FACTOR ** halvings)
+    assert rates[10] == pytest.approx(0.01 * 10 / 32)  # step 10 of a 32-step warm-up
+    train_here(job)  # a restart stays stopped: the counters and the rate's factor are in the checkpoint
+    again = result(job)
+    assert again["initial_step"] == again["step"] == res["step"] and again["stop"] == "early"
+
+
+def tf_value(event):
+    import tensorflow as tf
+
+    return tf.make_ndarray(event.tensor_proto)
+
+
+def test_the_wall_clock_cap_stops_after_a_host_call_evaluates_there_and_stays_stopped(data, tmp_path):
+    job = write_job(tmp_path, data, train_steps=400, max_train_seconds=0.001)
+    train_here(job)
+    res = result(job)
+    # The cap is looked at before each host call (every worker alike): the first call runs, the one after it sees
+    # the cap reached and is the last; its step is evaluated and checkpointed.
+    assert (res["stop"], res["step"], [r["step"] for r in res["history"]]) == ("time", 20, [10, 20])
+    assert res["budget"]["stop"] == "time" and not res["stopped_early"]
+    train_here(job)  # the seconds trained are in the checkpoint: a restart does not train on
+    again = result(job)
+    assert again["initial_step"] == again["step"] == 20 and again["stop"] == "time"
+
+
 def test_mirrored_two_devices_matches_default_strategy(single_device_run, data, tmp_path):
     job = write_job(tmp_path, data, strategy="mirrored")
     finish(start(job, "--cpu-devices", "2"))
@@ -215,8 +270,10 @@ def test_multi_worker_stops_together_resumes_agrees_and_only_chief_exports(data,
 
 
 def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
-    # Long enough that the signal, sent at the first checkpoint, lands mid-run.
-    settings = dict(train_steps=2000, eval_every_steps=500, checkpoint_every_steps=50)
+    # The pass budget (planned from the rows, stopped early, the rate halved on plateaus: all of it in the
+    # checkpoint), long enough that the signal, sent at the first checkpoint, lands mid-run. The multi-worker test
+    # above resumes a step budget.
+    settings = dict(train_steps=None, global_batch_size=None, eval_every_steps=None, checkpoint_every_steps=50)
     reference = write_job(tmp_path / "reference", data, **settings)
     interrupted = write_job(tmp_path / "interrupted", data, **settings)
     reference_proc = start(reference)
@@ -225,17 +282,18 @@ def test_sigterm_saves_and_restart_resumes_to_identical_result(data, tmp_path):
     proc.send_signal(signal.SIGTERM)
     finish(proc, expect=EXIT_PREEMPTED)
     stopped = result(interrupted)
-    assert stopped["preempted"] and 50 <= stopped["step"] < 2000
+    assert stopped["preempted"] and stopped["stop"] == "preempted" and 50 <= stopped["step"]
     assert (tmp_path / "interrupted" / "checkpoints" / f"ckpt-{stopped['step']}.index").is_file()
 
     finish(start(interrupted))
     resumed = result(interrupted)
     finish(reference_proc)
     expected = result(reference)
-    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == 2000
+    assert expected["budget"]["by_passes"] and expected["stop"] == "early" and stopped["step"] < expected["step"]
+    assert resumed["initial_step"] == stopped["step"] and resumed["step"] == expected["step"]
     assert resumed["weights_sha256"] == expected["weights_sha256"]
     assert resumed["history"][-1] == expected["history"][-1]
-    assert resumed["exported"] == expected["exported"]
+    assert resumed["exported"] == expected["exported"] and resumed["budget"] == expected["budget"]
 
 
 @pytest.mark.parametrize("policy, hlo_type", [

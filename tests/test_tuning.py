@@ -53,6 +53,24 @@ def test_an_unknown_key_or_an_empty_range_is_a_config_error_naming_it(setting, e
     assert error in str(refused.value)
 
 
+def test_widths_left_empty_are_the_first_trials_sized_choice_and_an_empty_budget_key_no_point():
+    from components.tuner.space import hyperparameters
+    from trainer.tuning import SIZED, Choice, Range
+
+    space = {"hidden_units": Choice(values=[[16, 16], [64, 32]]), "learning_rate": Range(min=1e-4, max=0.1),
+             "global_batch_size": Choice(values=[64, 128])}
+    # A trainer section that leaves them to the data: the sized widths are the first trial's choice; the batch
+    # (planned from the rows at training time) has no configured point.
+    assert configured_point(TrainerConfig(), space) == {"hidden_units": SIZED}
+    hp = hyperparameters(space, TrainerConfig())
+    assert hp.values["hidden_units"] == SIZED and hp.get("hidden_units") == SIZED
+    assert apply(TrainerConfig(hidden_units=[8]), {"hidden_units": SIZED}).hidden_units is None
+    # Named widths are the configured point, and no sized choice is added.
+    assert configured_point(TrainerConfig(hidden_units=[64, 32]), space)["hidden_units"] == "64,32"
+    named = hyperparameters(space, TrainerConfig(hidden_units=[64, 32])).space
+    assert [h.values for h in named if h.name == "hidden_units"] == [["16,16", "64,32"]]
+
+
 def test_a_trials_values_make_the_trainer_config_and_unknown_ones_are_refused():
     cfg = apply(TrainerConfig(), {"hidden_units": "128,64", "global_batch_size": 256.0, "learning_rate": "0.001"})
     assert (cfg.hidden_units, cfg.global_batch_size, cfg.learning_rate) == ([128, 64], 256, 0.001)

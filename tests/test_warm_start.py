@@ -40,7 +40,7 @@ def data(tmp_path_factory):
                                  synthetic.write_examples(str(root / "eval"), 256, seed=1),
                                  synthetic.feature_spec(layout), label=layout.label,
                                  task=tasks.Multiclass(synthetic.NUM_CLASSES),
-                                 model_fn=_model)
+                                 model_fn=lambda cfg: _model())
 
 
 def _model(vocab_sizes=None):

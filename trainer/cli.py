@@ -103,8 +103,8 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
     def read_data() -> TransformedData:
         return TransformedData(job.train_files, job.eval_files, synthetic.feature_spec(layout),
                                label=layout.label, task=tasks.Multiclass(job.num_classes),
-                               model_fn=lambda: build_model(layout, job.num_classes, cfg.hidden_units, cfg.l2,
-                                                              cfg.dropout))
+                               model_fn=lambda c: build_model(layout, job.num_classes, c.hidden_units, c.l2,
+                                                              c.dropout), layout=layout)
 
     try:
         fitted = fit_and_export(cfg, read_data, checkpoint_dir=job.checkpoint_dir, logdir=job.logdir,
@@ -116,7 +116,8 @@ def run_job(job: JobConfig, cpu_devices: int = 0) -> int:
     if job.result_file:
         weights = b"".join(w.numpy().tobytes() for w in result.model.weights)
         summary = {"step": result.step, "initial_step": result.initial_step, "preempted": result.preempted,
-                   "stopped_early": result.stopped_early, "chief": fitted.chief,
+                   "stopped_early": result.stopped_early, "stop": result.stop,
+                   "budget": dataclasses.asdict(fitted.budget), "chief": fitted.chief,
                    "replicas": fitted.replicas, "history": result.history,
                    "examples_per_second": result.examples_per_second,
                    "exported": dataclasses.asdict(result.exported) if result.exported else None,

@@ -41,14 +41,17 @@ def list_files(file_pattern: str | list[str]) -> list[str]:
     return [f for p in patterns for f in sorted(tf.io.gfile.glob(p))]
 
 
-def label_moments(file_pattern: str | list[str], label_key: str) -> tuple[float, float]:
-    """Mean and standard deviation of the label over Transform's (gzipped) training records."""
+def label_moments(file_pattern: str | list[str], label_key: str, log: bool = False) -> tuple[float, float]:
+    """Mean and standard deviation of the label (of log(1 + max(label, 0)) with `log`, as trainer/tasks.py's
+    Regression learns it) over Transform's (gzipped) training records."""
     spec = {label_key: tf.io.FixedLenFeature([], tf.float32)}
     ds = tf.data.TFRecordDataset(list_files(file_pattern), compression_type="GZIP").batch(4096).map(
         lambda x: tf.io.parse_example(x, spec)[label_key])
     n, total, squares = 0, 0.0, 0.0
     for batch in ds.as_numpy_iterator():
         values = batch.astype(np.float64)
+        if log:
+            values = np.log1p(np.maximum(values, 0.0))
         n, total, squares = n + values.size, total + values.sum(), squares + np.square(values).sum()
     if not n:
         raise ValueError(f"no training labels in {file_pattern!r}")

@@ -25,7 +25,8 @@ class NumericFeature(Section):
     clip, log, then z-score or bucketize."""
     name: str
     clip: Optional[tuple[float, float]] = None  # [min, max]
-    log: bool = False  # log(1 + x); values below 0 count as 0
+    # log(1 + x); values below 0 count as 0. Empty: when the data is positive and skewed (trainer/roles.py).
+    log: Optional[bool] = None
     # Quantile buckets computed on the training data; the feature becomes categorical.
     bucketize: Optional[int] = Field(None, ge=2, le=10_000)
     z_score: bool = True
@@ -75,6 +76,9 @@ class DateFeature(Section):
     name: str
     format: Optional[DateFormat] = None  # empty: the one the data shows (trainer/roles.py), else iso
     hour: Optional[bool] = None          # empty: when the data holds times
+    # Also each day as a category (the days seen at least features.min_frequency times). Empty: when the
+    # data shows single days carry the label (trainer/roles.py, the rule for codes).
+    each_day: Optional[bool] = None
 
 
 class TextFeature(Section):
@@ -114,6 +118,9 @@ class FeatureConfig(Section):
     task: TaskName = "multiclass"
     # binary with a string label: the value that counts as 1. An integer label is 1 when non-zero.
     positive_class: Optional[str] = None
+    # regression: train on log(1 + label) and serve exp(prediction) - 1, on the label's own scale. Empty: when the
+    # label is positive and skewed (trainer/roles.py LOG_SKEW).
+    label_log: Optional[bool] = None
     numeric: list[NumericFeature] = []
     categorical: list[CategoricalFeature] = []
     date: list[DateFeature] = []
@@ -159,6 +166,8 @@ class FeatureConfig(Section):
             seen[name] = role
         if self.positive_class is not None and self.task != "binary":
             raise ValueError(f"positive_class is for task binary, not {self.task}")
+        if self.label_log is not None and self.task != "regression":
+            raise ValueError(f"label_log is for task regression, not {self.task}")
         return self
 
 
@@ -175,6 +184,7 @@ class ResolvedFeatures:
     text: tuple[TextFeature, ...] = ()
     # column -> why it has its role: the rule and the figures from the data (trainer/roles.py), or the config.
     why: dict[str, str] = dataclasses.field(default_factory=dict)
+    label_log: bool = False  # regression: trained on log(1 + label), served on the label's scale
 
     @property
     def label(self) -> str:
@@ -285,7 +295,8 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
     def new(role, make):
         return tuple(make(n) for n, r in inferred.items() if r == role)
 
-    numeric = (*config.numeric, *new("numeric", lambda n: NumericFeature(name=n)))
+    numeric = tuple(_log_scale(f, roles.get(f.name)) for f in
+                    (*config.numeric, *new("numeric", lambda n: NumericFeature(name=n))))
     categorical = (*config.categorical, *new("categorical", lambda n: CategoricalFeature(
         name=n, top_k=config.max_vocabulary, min_frequency=config.min_frequency)))
     date = tuple(_date_format(f, roles.get(f.name)) for f in config.date)
@@ -297,8 +308,10 @@ def resolve(config: FeatureConfig, columns: Mapping[str, ColumnType],
                                  f"infer: true (columns: {known})")
     used = {config.label, *(f.name for f in (*numeric, *categorical, *date, *boolean, *text))}
     unused = tuple(n for n in sorted(columns) if n not in used)
+    label_log = config.task == "regression" and (
+        config.label_log if config.label_log is not None else bool(config.label in roles and roles[config.label].log))
     return ResolvedFeatures(config, tuple(numeric), tuple(categorical), inferred, unused, date, boolean, text=text,
-                            why=why)
+                            why=why, label_log=label_log)
 
 
 def _role_of(kind: ColumnType, role: Optional[data_roles.Role]) -> str:
@@ -309,11 +322,19 @@ def _role_of(kind: ColumnType, role: Optional[data_roles.Role]) -> str:
     return role.role
 
 
+def _log_scale(f: NumericFeature, role: Optional[data_roles.Role]) -> NumericFeature:
+    """The log scale the data asks for (a positive, skewed column) where the config leaves it empty."""
+    if f.log is not None:
+        return f
+    return f.model_copy(update={"log": bool(role is not None and role.role == "numeric" and role.log)})
+
+
 def _date_format(f: DateFeature, role: Optional[data_roles.Role]) -> DateFeature:
     """The format and hour the data shows where the config leaves them empty (iso, no hour, without data)."""
     seen = role if role is not None and role.role == "date" else None
     return f.model_copy(update={"format": f.format or (seen.date_format if seen else "iso"),
-                                "hour": f.hour if f.hour is not None else bool(seen and seen.with_time)})
+                                "hour": f.hour if f.hour is not None else bool(seen and seen.with_time),
+                                "each_day": f.each_day if f.each_day is not None else bool(seen and seen.codes)})
 
 
 def _check_label(config: FeatureConfig, label_type: ColumnType) -> None:

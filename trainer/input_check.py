@@ -14,7 +14,7 @@ from trainer.config import TrainerConfig
 
 log = logging.getLogger("trainer.loop")
 
-# The steps of input the check reads, as a fraction of the run's train_steps, in host calls of
+# The steps of input the check reads, as a fraction of the steps the loop trained, in host calls of
 # steps_per_execution: the first traces and is not timed, and at least MIN_TIMED_CALLS are timed
 # (one call is too short to measure on a busy host).
 INPUT_CHECK_FRACTION = 0.03
@@ -62,11 +62,12 @@ def verdict(ratio: float, cfg: TrainerConfig, replicas: int) -> tuple[str, str]:
 
 
 def check_input(strategy: tf.distribute.Strategy, cfg: TrainerConfig, data: tf.distribute.DistributedDataset,
-                train_examples_per_second: float, loop_seconds: float) -> InputDiagnosis | None:
-    """Measure the input alone; None when there is no training throughput to compare with."""
+                train_examples_per_second: float, loop_seconds: float, steps: int) -> InputDiagnosis | None:
+    """Measure the input alone, for a share of the `steps` the loop trained; None when there is no training
+    throughput to compare with."""
     if train_examples_per_second <= 0:
         return None
-    calls = 1 + max(MIN_TIMED_CALLS, math.ceil(cfg.train_steps * INPUT_CHECK_FRACTION / cfg.steps_per_execution))
+    calls = 1 + max(MIN_TIMED_CALLS, math.ceil(steps * INPUT_CHECK_FRACTION / cfg.steps_per_execution))
     measured = measure_input(strategy, cfg, data, calls)
     ratio = measured.examples_per_second / train_examples_per_second
     text, advice = verdict(ratio, cfg, strategy.num_replicas_in_sync)

@@ -40,15 +40,21 @@ class TrainResult:
     step_examples_per_second: float = 0.0
     loop_seconds: float = 0.0  # the whole loop's wall time, evaluations and checkpoints included
     input: Optional[InputDiagnosis] = None  # input alone vs training (trainer.check_input); None: not measured
+    stop: str = "budget"  # why the loop ended: budget | early | time | preempted (trainer/budget.py STOP_REASONS)
 
 
 def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
           model_fn: Callable[[], tf_keras.Model],
           train_dataset_fn: DatasetFn, eval_dataset_fn: Optional[DatasetFn],
           checkpoint_dir: str, logdir: Optional[str] = None, *, task: Task) -> TrainResult:
-    """Train `model_fn()` under `strategy` for cfg.train_steps optimizer steps,
-    resuming from the latest checkpoint in `checkpoint_dir` if there is one.
-    `task` (trainer/tasks.py) gives the loss and the metric, logged under its name."""
+    """Train `model_fn()` under `strategy` for at most cfg.train_steps optimizer steps (a config planned by
+    trainer/budget.py: every budget key set), resuming from the latest checkpoint in `checkpoint_dir` if there
+    is one. `task` (trainer/tasks.py) gives the loss and the metric, logged under its name."""
+    unplanned = [k for k in ("train_steps", "global_batch_size", "eval_every_steps", "checkpoint_every_steps",
+                             "early_stopping_patience", "warmup_steps", "learning_rate", "decay")
+                 if getattr(cfg, k) is None]
+    if unplanned:
+        raise ValueError(f"train() needs a planned config (trainer.budget.plan); unset: {', '.join(unplanned)}")
     global_batch = cfg.global_batch_size
     # Fail before any tracing if the batch doesn't divide.
     per_replica_batch_size(global_batch, strategy.num_replicas_in_sync, cfg.gradient_accumulation_steps)
@@ -70,17 +76,22 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     preemption = Preemption()
     history: list[dict] = []  # one record per evaluation
     preempted, stopped_early = False, state.patience_exhausted(cfg.early_stopping_patience)
+    out_of_time = state.out_of_time(cfg.max_train_seconds)
     steady_start, steady_step = None, step
     step_seconds, loop_start = 0.0, time.perf_counter()
     try:
-        while step < cfg.train_steps and not preempted and not stopped_early:
+        while step < cfg.train_steps and not preempted and not stopped_early and not out_of_time:
             n = _steps_to_next_boundary(step, cfg)
             profiler.before(step)
             start = time.perf_counter()
-            loss, acc, preempted = train_steps(train_iter, tf.constant(n), tf.constant(float(preemption.requested)))
-            loss, acc, preempted = float(loss), float(acc), bool(preempted)  # waits for the device
+            # Every worker stops after the same host call: the requests are summed across workers inside it.
+            requests = tf.constant([float(preemption.requested), float(state.out_of_time(cfg.max_train_seconds))])
+            loss, acc, stops = train_steps(train_iter, tf.constant(n), requests)
+            loss, acc, (preempted, out_of_time) = float(loss), float(acc), (bool(x) for x in stops.numpy())
             step += n
             call_seconds = time.perf_counter() - start
+            if state.trained_seconds is not None:  # decided on at the next call, by every worker alike
+                state.trained_seconds.assign_add(call_seconds)
             examples_per_second = n * global_batch / call_seconds
             if steady_start is not None:
                 step_seconds += call_seconds
@@ -88,7 +99,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
             summaries.write(step, {"loss": loss, metric: acc, "learning_rate": float(state.schedule(step - 1)),
                                    "examples_per_second": examples_per_second})
 
-            if step % cfg.eval_every_steps == 0 or step == cfg.train_steps:
+            last = step == cfg.train_steps or (out_of_time and not preempted)
+            if step % cfg.eval_every_steps == 0 or last:
                 record = {"step": step, "loss": loss, metric: acc}
                 if evaluate is not None:
                     record.update(_evaluate(evaluate, state, summaries, step))
@@ -97,7 +109,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                 summaries.flush()
                 log.info("step %d/%d %s (%.0f examples/s)", step, cfg.train_steps,
                          " ".join(f"{k}={v:.4f}" for k, v in record.items() if k != "step"), examples_per_second)
-            if step % cfg.checkpoint_every_steps == 0 or preempted or stopped_early or step == cfg.train_steps:
+            if step % cfg.checkpoint_every_steps == 0 or preempted or stopped_early or last:
                 ckpt.save(step)
             if steady_start is None:  # the first host call traced and compiled: start the clock after it
                 steady_start, steady_step = time.perf_counter(), step
@@ -117,9 +129,11 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
         exported = _choose_export(cfg, state, step)
         log.info("export: %s", exported.describe())
         if cfg.check_input:  # on every worker: the check's reduce is a collective
-            diagnosis = check_input(strategy, cfg, train_data, stepping, loop_seconds)
+            diagnosis = check_input(strategy, cfg, train_data, stepping, loop_seconds, step - initial_step)
+    stop = ("preempted" if preempted else "early" if stopped_early else "time" if out_of_time and
+            step < cfg.train_steps else "budget")
     return TrainResult(state.model, step, initial_step, preempted, stopped_early, history, steady, exported,
-                       stepping, loop_seconds, diagnosis)
+                       stepping, loop_seconds, diagnosis, stop)
 
 
 def _choose_export(cfg: TrainerConfig, state: TrainState, step: int) -> ExportChoice:

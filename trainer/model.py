@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras
 
+from trainer import sizing
 from trainer.config import TrainerConfig
 from trainer.features import ModelLayout, vocab_name
 
-# builder(layout, width, trainer_config) -> a built tf_keras.Model with `width` outputs per example.
+# builder(layout, width, trainer_config) -> a built tf_keras.Model with `width` outputs per example. The config's
+# hidden_units are set: the trainer's, or those sized from the layout (trainer/sizing.py).
 ModelBuilder = Callable[[ModelLayout, int, TrainerConfig], tf_keras.Model]
 
 
@@ -60,10 +62,11 @@ class TabularModel(tf_keras.Model):
         return self.logits(x)
 
 
-def build_model(layout: ModelLayout, width: int, hidden_units=(16, 16), l2: float = 0.0,
+def build_model(layout: ModelLayout, width: int, hidden_units: Optional[Sequence[int]] = None, l2: float = 0.0,
                 dropout: float = 0.0) -> TabularModel:
-    """Build and create the variables (needed before checkpoint restore and strategy.run)."""
-    model = TabularModel(layout, width, hidden_units, l2, dropout)
+    """Build and create the variables (needed before checkpoint restore and strategy.run). `hidden_units` None:
+    sized from the layout (trainer/sizing.py)."""
+    model = TabularModel(layout, width, sizing.size(layout, hidden_units).hidden_units, l2, dropout)
     model(dummy_batch(layout))
     return model
 
@@ -75,7 +78,7 @@ def dummy_batch(layout: ModelLayout, rows: int = 1) -> dict[str, tf.Tensor]:
 
 
 def default_builder(layout: ModelLayout, width: int, cfg: TrainerConfig) -> tf_keras.Model:
-    return build_model(layout, width, cfg.hidden_units, cfg.l2, cfg.dropout)
+    return build_model(layout, width, cfg.hidden_units, cfg.l2 or 0.0, cfg.dropout)
 
 
 def load_builder(import_path: Optional[str]) -> ModelBuilder:

@@ -11,6 +11,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from trainer.budget import Budget
 from trainer.input_check import InputDiagnosis
 from trainer.overfit import OverfitDiagnosis
 
@@ -46,6 +47,8 @@ class Outcome:
     loop_seconds: float = 0.0
     cpu_seconds: float = 0.0
     overfit: Optional[OverfitDiagnosis] = None  # None: a record from before the check
+    budget: Optional[Budget] = None  # how much it trained and why it stopped; None: a record from before budgets
+    model: str = ""  # the model's size and why (trainer/sizing.py); empty: a record from before
 
 
 def write(directory: str, record: Outcome) -> str:
@@ -66,6 +69,7 @@ def read(directory: str) -> Optional[Outcome]:
         return Outcome(export=ExportChoice(**raw["export"]),
                        input=InputDiagnosis(**raw["input"]) if raw.get("input") else None,
                        loop_seconds=raw.get("loop_seconds", 0.0), cpu_seconds=raw.get("cpu_seconds", 0.0),
-                       overfit=OverfitDiagnosis(**raw["overfit"]) if raw.get("overfit") else None)
+                       overfit=OverfitDiagnosis(**raw["overfit"]) if raw.get("overfit") else None,
+                       budget=Budget(**raw["budget"]) if raw.get("budget") else None, model=raw.get("model", ""))
     except (KeyError, TypeError) as e:
         raise ValueError(f"{path}: not a trainer outcome record ({type(e).__name__}: {e})") from None

@@ -29,7 +29,7 @@ def preprocessing_fn(inputs, custom_config):
     for f in resolved.text:
         outputs.update(_text(inputs[f.name], f, resolved.config.min_frequency))
     for f in resolved.date:
-        for name, value in _date(parsed_dates[f.name], f).items():
+        for name, value in _date(parsed_dates[f.name], f, resolved.config).items():
             if name in outputs or (name != features.xf(f.name) and name[:-3] in inputs):
                 raise FeatureConfigError(f"features.date: {f.name!r} makes the feature {name!r}, which another "
                                          "column already makes; rename one of them")
@@ -79,7 +79,7 @@ def _numbers(inputs, resolved) -> tuple[dict, dict]:
     names = [f.name for f in numeric] + [f.name for f in resolved.boolean]
     days = values[len(names):]
     return ({features.xf(n): v for n, v in zip(names, values)},
-            {name: {**p, "days": d} for (name, p), d in zip(parsed.items(), days)})
+            {name: {**p, "days": d, "day_number": p["days"]} for (name, p), d in zip(parsed.items(), days)})
 
 
 def _blocks(items: list) -> list[list]:
@@ -149,15 +149,23 @@ def _member(strings, values):
     return tf.reduce_any(tf.equal(strings[:, None], tf.constant(values)[None, :]), axis=1)
 
 
-def _date(parts, f: DateFeature) -> dict:
+def _date(parts, f: DateFeature, config: FeatureConfig) -> dict:
     """Days since 1970-01-01 (z-scored by _numbers, missing: the mean), and day of week, month and hour as
-    categories with one more id for a missing or unreadable date."""
+    categories with one more id for a missing or unreadable date; with `each_day`, also the day itself as a
+    category (a vocabulary of the days seen at least min_frequency times: a flight's date carries its weather)."""
     out = {features.xf(f.name): parts["days"]}
     sizes = {"day_of_week": 7, "month": 12, **({"hour": 24} if f.hour else {})}
     for part, size in sizes.items():
         ids = parts[part]
         out[features.xf(f"{f.name}_{part}")] = _with_range(tf.where(ids < 0, tf.constant(size, tf.int64), ids),
                                                            size + 1)
+    if f.each_day:
+        number = parts["day_number"]
+        days = tf.strings.as_string(tf.where(tf.math.is_nan(number), tf.constant(-1, tf.int64),
+                                             tf.cast(number, tf.int64)))
+        out[features.xf(f"{f.name}_day")] = tft.compute_and_apply_vocabulary(
+            days, top_k=config.max_vocabulary, frequency_threshold=config.min_frequency, num_oov_buckets=1,
+            vocab_filename=features.vocab_name(f"{f.name}_day"))
     return out
 
 

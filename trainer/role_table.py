@@ -4,10 +4,13 @@ keep it (docs/data.md, column roles)."""
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from trainer import roles as data_roles
 from trainer.feature_config import ResolvedFeatures
+
+if TYPE_CHECKING:  # the table itself needs no TensorFlow
+    from trainer.features import CategoricalInput
 
 HEADER = ("column", "role", "encoding", "why")
 # On the TransformGraph artifact: the table as JSON (components/data/column_roles.py writes it).
@@ -45,6 +48,8 @@ def rows(resolved: ResolvedFeatures) -> list[dict[str, str]]:
 def _label(resolved: ResolvedFeatures) -> str:
     if resolved.task == "binary" and resolved.config.positive_class is not None:
         return f"binary, positive class {resolved.config.positive_class!r}"
+    if resolved.label_log:
+        return "regression, trained on log(1 + label), served on the label's own scale"
     return resolved.task
 
 
@@ -69,17 +74,20 @@ def _categorical(f) -> str:
 
 def _date(f) -> str:
     parts = "days since 1970-01-01 (z-score), day of week, month" + (", hour" if f.hour else "")
+    if f.each_day:
+        parts += ", and each day as a category"
     return f"{parts}; read as {f.format}"
 
 
-def with_sizes(table: list[dict[str, str]], sizes: dict[str, int]) -> list[dict[str, str]]:
-    """The table with each categorical column's id count after the analysis (`sizes`: column -> ids, from
-    Transform's output schema)."""
+def with_sizes(table: list[dict[str, str]], inputs: dict[str, "CategoricalInput"]) -> list[dict[str, str]]:
+    """The table with each categorical column's id count after the analysis and how the model reads the ids
+    (`inputs`: column -> its model input, from Transform's output schema: trainer/features.py layout_from_schema)."""
     out = []
     for r in table:
-        size = sizes.get(r["column"])
-        if r["role"] == "categorical" and size is not None:
-            r = {**r, "encoding": f"{r['encoding']}: {size:,} ids"}
+        found = inputs.get(r["column"])
+        if r["role"] == "categorical" and found is not None:
+            read = f"an embedding of {found.embedding_dim}" if found.embedding_dim else "one-hot"
+            r = {**r, "encoding": f"{r['encoding']}: {found.size:,} ids, {read}"}
         out.append(r)
     return out
 

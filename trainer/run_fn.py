@@ -49,7 +49,8 @@ class FnArgsData:
         fn_args = self.fn_args
         self.spec = spec = training_spec(fn_args.custom_config, self.tft_output, fn_args.train_files)
         return TransformedData(fn_args.train_files, fn_args.eval_files, self.tft_output.transformed_feature_spec(),
-                               label=spec.layout.label, task=spec.task, model_fn=lambda: spec.build_model(self.cfg))
+                               label=spec.layout.label, task=spec.task, model_fn=spec.build_model,
+                               layout=spec.layout)
 
 
 def trainer_config(fn_args) -> TrainerConfig:
@@ -78,12 +79,13 @@ def run_fn(fn_args) -> None:
         raise PreemptedError(f"preempted at step {fitted.result.step}; restart the job to resume")
     log.info("exported %s after %d steps: %s", fitted.export_dir, fitted.result.step,
              fitted.result.exported.describe())
-    fit = overfit.diagnose(fitted.result.history, {c.name: c.size for c in data.spec.layout.categorical})
+    fit = overfit.diagnose(fitted.result.history, {c.name: c.size for c in data.spec.layout.categorical},
+                           fitted.budget)
     log.info("fit: %s", fit.describe())
     if fitted.chief:  # the summary and the report read it from the ModelRun artifact
         outcome.write(fn_args.model_run_dir, outcome.Outcome(
             fitted.result.exported, fitted.result.input, fitted.result.loop_seconds,
-            time.process_time() - cpu_start, fit))
+            time.process_time() - cpu_start, fit, fitted.budget, fitted.model))
     if not fitted.chief:
         # TFX's Trainer executor fails any replica whose serving_model_dir is missing after run_fn,
         # and only the chief writes it: without waiting, a worker that finishes first fails the job.

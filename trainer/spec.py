@@ -26,6 +26,7 @@ class TrainingSpec:
     task: tasks.Task
 
     def build_model(self, cfg: TrainerConfig) -> tf_keras.Model:
+        """`cfg`: planned and sized (trainer/fit.py), so a custom builder sees the widths and L2 the run uses."""
         return load_builder(self.resolved.config.model_builder)(self.layout, self.task.width, cfg)
 
 
@@ -47,6 +48,7 @@ def make_task(resolved: ResolvedFeatures, transformed_schema, label_xf: str, tra
         return tasks.Multiclass(num_classes=int(label.int_domain.max) + 1)
     if resolved.task == "binary":
         return tasks.Binary()
-    mean, std = data.label_moments(train_files, label_xf)
-    log.info("regression label %s: mean %.6g, std %.6g over the training split", resolved.label, mean, std)
-    return tasks.Regression(mean, std)
+    mean, std = data.label_moments(train_files, label_xf, log=resolved.label_log)
+    log.info("regression label %s: mean %.6g, std %.6g over the training split%s", resolved.label, mean, std,
+             " of log(1 + label): trained on a log scale, served on the label's own" if resolved.label_log else "")
+    return tasks.Regression(mean, std, resolved.label_log)

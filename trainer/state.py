@@ -10,22 +10,24 @@ from typing import Callable, Optional
 import tensorflow as tf
 import tf_keras
 
+from trainer import budget
 from trainer.config import TrainerConfig
 from trainer.strategy import precision_policy
 from trainer.tasks import Task
 
 
 class WarmupSchedule(tf_keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up to `peak`, then constant."""
+    """Linear warm-up to `peak`, then `peak` times `scale`: a variable the loop lowers when eval loss stalls
+    (trainer.decay plateau; TrainState.record_eval), kept in the checkpoint so a resumed run goes on alike."""
 
-    def __init__(self, peak: float, warmup_steps: int):
-        self.peak, self.warmup_steps = peak, warmup_steps
+    def __init__(self, peak: float, warmup_steps: int, scale: Optional[tf.Variable] = None):
+        self.peak, self.warmup_steps, self.scale = peak, warmup_steps, scale
 
     def __call__(self, step):
-        if not self.warmup_steps:
-            return tf.constant(self.peak, tf.float32)
-        ramp = tf.cast(step + 1, tf.float32) / float(self.warmup_steps)
-        return self.peak * tf.minimum(1.0, ramp)
+        rate = tf.constant(self.peak, tf.float32)
+        if self.warmup_steps:
+            rate *= tf.minimum(1.0, tf.cast(step + 1, tf.float32) / float(self.warmup_steps))
+        return rate if self.scale is None else rate * tf.cast(self.scale, tf.float32)
 
     def get_config(self):
         return {"peak": self.peak, "warmup_steps": self.warmup_steps}
@@ -46,6 +48,12 @@ class TrainState:
     # Early-stopping state lives in the checkpoint so a resumed run decides alike.
     best_eval_loss: tf.Variable
     evals_without_improvement: tf.Variable
+    # The learning rate's factor after the warm-up (trainer.decay) and the loop's seconds so far (the wall-clock
+    # cap, trainer.max_train_seconds): in the checkpoint, so a resumed job decays and stops alike.
+    lr_scale: Optional[tf.Variable] = None
+    trained_seconds: Optional[tf.Variable] = None
+    # Halve the rate each time eval loss has gone this many evaluations without improving; 0: never.
+    decay_after: int = 0
     # The Evaluator's main metric on the eval split, when the task's metric is not it (binary: AUC).
     eval_main: Optional[tf_keras.metrics.Metric] = None
     # The export choice (trainer.export): the best evaluation so far by the main metric and a copy of
@@ -56,6 +64,10 @@ class TrainState:
         """What a checkpoint saves and restores (the metrics restart each host call)."""
         saved = {"model": self.model, "optimizer": self.optimizer, "best_eval_loss": self.best_eval_loss,
                  "evals_without_improvement": self.evals_without_improvement}
+        if self.decay_after:  # only then: a step budget's checkpoint is what it always was
+            saved["lr_scale"] = self.lr_scale
+        if self.trained_seconds is not None:
+            saved["trained_seconds"] = self.trained_seconds
         if self.evals is not None:
             saved["evals"] = self.evals
         return saved
@@ -66,10 +78,16 @@ class TrainState:
             self.evals_without_improvement.assign(0)
         else:
             self.evals_without_improvement.assign_add(1)
+            stalled = int(self.evals_without_improvement.numpy())
+            if self.decay_after and stalled % self.decay_after == 0:
+                self.lr_scale.assign(self.lr_scale * budget.DECAY_FACTOR)
         self.evals.record(step, main, self.model)
 
     def patience_exhausted(self, patience: int) -> bool:
         return bool(patience) and int(self.evals_without_improvement.numpy()) >= patience
+
+    def out_of_time(self, max_seconds: Optional[float]) -> bool:
+        return max_seconds is not None and float(self.trained_seconds.numpy()) >= max_seconds
 
 
 class EvalRecord(tf.Module):
@@ -122,7 +140,9 @@ def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
         with strategy.scope():
             model = model_fn()
             peak_lr = cfg.learning_rate * (strategy.num_replicas_in_sync if cfg.scale_lr_with_replicas else 1)
-            schedule = WarmupSchedule(peak_lr, cfg.warmup_steps)
+            lr_scale = tf.Variable(1.0, trainable=False, dtype=tf.float32)
+            decay_after = budget.DECAY_AFTER if cfg.decay == "plateau" else 0
+            schedule = WarmupSchedule(peak_lr, cfg.warmup_steps, lr_scale if decay_after else None)
             # The legacy Adam updates each variable with one fused kernel; the new
             # one runs ~10 ops per variable, which made a small model's CPU step
             # 1.6x slower (bench/trainer_bench.py). Both work under every strategy.
@@ -137,6 +157,9 @@ def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                 eval_acc=task.metric(f"eval_{task.metric_name}"),
                 best_eval_loss=tf.Variable(math.inf, trainable=False, dtype=tf.float32),
                 evals_without_improvement=tf.Variable(0, trainable=False, dtype=tf.int64),
+                lr_scale=lr_scale, decay_after=decay_after,
+                trained_seconds=tf.Variable(0.0, trainable=False, dtype=tf.float32)
+                if cfg.max_train_seconds is not None else None,
                 eval_main=task.main_metric(f"eval_{task.main.label}"),
                 evals=EvalRecord(model, task.main.higher_is_better, keep_weights=cfg.export == "best"))
     finally:

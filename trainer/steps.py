@@ -65,8 +65,8 @@ def _results(*metrics) -> tuple:
 
 def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: TrainerConfig) -> TrainSteps:
     """The host call `train_steps(iterator, num_steps, stop_requested)`: `num_steps`
-    optimizer steps; returns their mean loss and task metric, and whether any worker
-    has asked to stop."""
+    optimizer steps; returns their mean loss and task metric, and for each stop request
+    ([preempted, out of time], floats) whether any worker has made it."""
     model, optimizer, k = state.model, state.optimizer, cfg.gradient_accumulation_steps
     train_loss, train_acc = state.train_loss, state.train_acc
     # TPUStrategy compiles the whole replica step with XLA anyway.
@@ -94,8 +94,8 @@ def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: T
             micro_batches = tuple(next(iterator) for _ in range(k))
             strategy.run(replica_step, args=(micro_batches,))
         if multi_worker:
-            # SIGTERM may reach one worker only, or between calls: all must stop
-            # after the same call or the others hang in their next collective.
+            # SIGTERM (or the wall-clock cap) may reach one worker only, or between calls: all must
+            # stop after the same call or the others hang in their next collective.
             stop_requested = strategy.reduce("SUM", strategy.run(lambda: stop_requested), axis=None)
         return (*_results(train_loss, train_acc), stop_requested > 0)
 

@@ -108,31 +108,45 @@ class Binary(Task):
 
 
 class _Rmse(tf_keras.metrics.RootMeanSquaredError):
-    def __init__(self, name, mean, std):
+    def __init__(self, name, task: "Regression"):
         super().__init__(name)
-        self.mean, self.std = mean, std
+        self.task = task
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        return super().update_state(y_true, self.mean + self.std * tf.reshape(y_pred, [-1]), sample_weight)
+        return super().update_state(y_true, self.task.prediction(y_pred), sample_weight)
 
 
 class Regression(Task):
     """The model predicts the standardized label, which keeps the loss well scaled
-    whatever the label's units; serving and the metric undo the scaling."""
+    whatever the label's units; serving and the metric undo the scaling. With `log` (features.label_log, or a
+    positive skewed label: trainer/roles.py) it is log(1 + label) that is standardized and learned: serving and
+    the metric return exp(.) - 1, on the label's own scale, so the Evaluator's RMSE is in the label's units.
+    The label itself stays raw in the Transform graph (TFMA reads it there)."""
     name, width, metric_name, prediction_key = "regression", 1, "rmse", PREDICTION
 
-    def __init__(self, mean: float, std: float):
-        self.mean, self.std = float(mean), float(std) or 1.0
+    def __init__(self, mean: float, std: float, log: bool = False):
+        self.mean, self.std, self.log = float(mean), float(std) or 1.0, log
+
+    def target(self, labels):
+        """The label on the scale the model learns: standardized, after log(1 + max(label, 0)) with `log`."""
+        labels = tf.cast(labels, tf.float32)
+        if self.log:
+            labels = tf.math.log1p(tf.maximum(labels, 0.0))
+        return (labels - self.mean) / self.std
+
+    def prediction(self, outputs):
+        """The model's outputs on the label's own scale."""
+        value = self.mean + self.std * tf.reshape(tf.cast(outputs, tf.float32), [-1])
+        return tf.math.expm1(value) if self.log else value
 
     def per_example_loss(self, labels, outputs):
-        target = (tf.cast(labels, tf.float32) - self.mean) / self.std
-        return tf.square(target - tf.reshape(tf.cast(outputs, tf.float32), [-1]))
+        return tf.square(self.target(labels) - tf.reshape(tf.cast(outputs, tf.float32), [-1]))
 
     def metric(self, name):
-        return _Rmse(name, self.mean, self.std)
+        return _Rmse(name, self)
 
     def serve(self, outputs, class_names):
-        return {PREDICTION: self.mean + self.std * tf.reshape(outputs, [-1])}
+        return {PREDICTION: self.prediction(outputs)}
 
 
 TASKS: dict[str, type[Task]] = {t.name: t for t in (Multiclass, Binary, Regression)}

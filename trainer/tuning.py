@@ -138,12 +138,16 @@ def _problem(key: str, spec: Union[Range, Choice]) -> Optional[str]:
     return None
 
 
+# The search value of hidden_units left empty: the widths sized from the data at training time (trainer/sizing.py).
+SIZED = "sized"
+
+
 def encode(key: str, value: Any) -> Union[str, float, int]:
     """A trainer value as a search value: a layer list as "64,32" (KerasTuner's Choice and Vertex's CATEGORICAL
-    take no lists), an integer key as an int."""
+    take no lists), hidden_units left empty as SIZED, an integer key as an int."""
     kind = TUNABLE[key]
     if kind == "units":
-        return ",".join(str(int(u)) for u in value)
+        return SIZED if value is None else ",".join(str(int(u)) for u in value)
     return int(value) if kind == "int" else float(value)
 
 
@@ -151,6 +155,8 @@ def decode(key: str, value: Any) -> Any:
     """A search value (KerasTuner's, or Vertex's command-line text) as the trainer value."""
     kind = TUNABLE[key]
     if kind == "units":
+        if value == SIZED:
+            return None
         return [int(u) for u in str(value).split(",")] if isinstance(value, str) else [int(u) for u in value]
     number = float(value)
     if kind == "int":
@@ -177,9 +183,12 @@ def configured_point(cfg: TrainerConfig, space: Mapping[str, Union[Range, Choice
     first trial locally, so the search returns the configured model unless a trial does better."""
     point = {}
     for key, spec in space.items():
+        if getattr(cfg, key) is None and TUNABLE[key] != "units":  # planned from the data (trainer/budget.py)
+            continue
         value = encode(key, getattr(cfg, key))
         if isinstance(spec, Choice):
-            if value in [encode(key, v) for v in spec.values]:
+            # Widths left empty are the sized model: a choice the local search adds (components/tuner/space.py).
+            if value in [encode(key, v) for v in spec.values] or value == SIZED:
                 point[key] = value
         elif spec.min <= value <= spec.max and (spec.step is None or (value - spec.min) % spec.step == 0):
             point[key] = value

@@ -16,9 +16,9 @@ from tfx.utils import io_utils, json_utils
 
 from trainer import role_table
 from trainer import roles as data_roles
-from trainer.feature_config import columns_from_schema, resolve
+from trainer.feature_config import ResolvedFeatures, columns_from_schema, resolve
 from trainer.features import CONFIG_KEY as FEATURES_KEY
-from trainer.features import from_custom_config, xf
+from trainer.features import from_custom_config, layout_from_schema, xf
 
 _DTYPES = {"int": tf.int64, "float": tf.float32, "string": tf.string}
 
@@ -28,21 +28,23 @@ log = logging.getLogger(__name__)
 def sample(examples: types.Artifact, kinds: dict[str, str], split: str = "train",
            rows: int = data_roles.SAMPLE_ROWS) -> list[data_roles.Sample]:
     """The present values of each column (`kinds`: the schema's names and types) in the split's first `rows`
-    examples, from the gzipped TFRecords ExampleGen writes."""
+    examples, with the row of each, from the gzipped TFRecords ExampleGen writes."""
     splits = artifact_utils.decode_split_names(examples.split_names)
     split_uri = artifact_utils.get_split_uri([examples], split if split in splits else splits[0])
     files = sorted(fileio.glob(os.path.join(split_uri, "*")))
     spec = {name: tf.io.VarLenFeature(_DTYPES[kind]) for name, kind in kinds.items()}
     values: dict[str, list] = {name: [] for name in kinds}
+    index: dict[str, list] = {name: [] for name in kinds}
     count = 0
     # Parsed in batches by TF's own parser: a Python loop over the protos costs seconds on 10,000 rows.
     for batch in tf.data.TFRecordDataset(files, compression_type="GZIP").take(rows).batch(4096):
-        count += int(batch.shape[0])
         for name, parsed in tf.io.parse_example(batch, spec).items():
             cells = parsed.values.numpy().tolist()
             values[name].extend(c.decode("utf-8", "replace") for c in cells) if kinds[name] == "string" \
                 else values[name].extend(cells)
-    return [data_roles.Sample(name, kinds[name], values[name], count) for name in sorted(kinds)]
+            index[name].extend((parsed.indices[:, 0].numpy() + count).tolist())
+        count += int(batch.shape[0])
+    return [data_roles.Sample(name, kinds[name], values[name], count, index[name]) for name in sorted(kinds)]
 
 
 def schema_kinds(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
@@ -52,31 +54,35 @@ def schema_kinds(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
 
 
 def infer(input_dict: dict[str, list[types.Artifact]], custom_config: Optional[dict]
-          ) -> Optional[tuple[dict[str, data_roles.Role], list[dict[str, str]]]]:
-    """The roles of the training split's columns and the table of how the features section reads them; None
-    without a features section (a custom preprocessing_fn's own custom_config)."""
+          ) -> Optional[tuple[dict[str, data_roles.Role], list[dict[str, str]], ResolvedFeatures]]:
+    """The roles of the training split's columns, the table of how the features section reads them, and the
+    section resolved; None without a features section (a custom preprocessing_fn's own custom_config)."""
     if not custom_config or FEATURES_KEY not in custom_config:
         return None
     kinds = schema_kinds(input_dict)
     examples = artifact_utils.get_single_instance(input_dict["examples"])
-    inferred = data_roles.infer(sample(examples, kinds))
-    resolved = resolve(from_custom_config(custom_config), kinds, inferred)
+    config = from_custom_config(custom_config)
+    inferred = data_roles.infer(sample(examples, kinds), config.label, config.task, config.positive_class)
+    resolved = resolve(config, kinds, inferred)
     table = role_table.rows(resolved)
     log.info("columns, as this run reads them (roles inferred from up to the first %s training rows; the features "
              "section overrides them):\n%s", f"{data_roles.SAMPLE_ROWS:,}", role_table.format_table(table))
-    return inferred, table
+    return inferred, table, resolved
 
 
-def keep(transform_graph: types.Artifact, inferred: dict[str, data_roles.Role], table: list[dict[str, str]]) -> None:
+def keep(transform_graph: types.Artifact, inferred: dict[str, data_roles.Role], table: list[dict[str, str]],
+         resolved: ResolvedFeatures) -> None:
     """Beside the graph: the roles for the Trainer (trainer/roles.py reads them), the table for report and lineage,
-    with each category's id count as the analysis found it (vocabulary and OOV buckets)."""
+    with each category's id count as the analysis found it (vocabulary and OOV buckets) and how the model reads
+    it (one-hot, or an embedding sized by it: trainer/features.py)."""
     import tensorflow_transform as tft
 
     with fileio.open(os.path.join(transform_graph.uri, data_roles.ROLES_FILE), "w") as f:
         f.write(data_roles.dumps(inferred))
     schema = tft.TFTransformOutput(transform_graph.uri).transformed_metadata.schema
-    ids = {f.name: int(f.int_domain.max) + 1 for f in schema.feature if f.HasField("int_domain")}
-    table = role_table.with_sizes(table, {r["column"]: ids[xf(r["column"])] for r in table if xf(r["column"]) in ids})
+    inputs = {c.name: c for c in layout_from_schema(schema, resolved).categorical}
+    table = role_table.with_sizes(table, {r["column"]: inputs[xf(r["column"])] for r in table
+                                          if xf(r["column"]) in inputs})
     transform_graph.set_string_custom_property(role_table.ARTIFACT_PROPERTY, role_table.dumps(table))
 
 

@@ -59,14 +59,19 @@ def gated_features(features_json: str, schema: schema_pb2.Schema, roles: Optiona
     return gated
 
 
-def roles_of(frame, schema: schema_pb2.Schema) -> dict:
-    """The column roles of the newest data's first rows (as Transform infers them on its training split)."""
+def roles_of(frame, schema: schema_pb2.Schema, features_json: str) -> dict:
+    """The column roles of the newest data's first rows (as Transform infers them on its training split, the
+    label's rows included)."""
     from trainer import roles
-    from trainer.feature_config import columns_from_schema
+    from trainer.feature_config import FeatureConfig, columns_from_schema
 
+    config = FeatureConfig.model_validate_json(features_json)
     head = frame.head(roles.SAMPLE_ROWS)
-    return roles.infer(roles.Sample(name, kind, head[name].dropna().tolist(), len(head))
-                       for name, kind in columns_from_schema(schema).items() if name in head.columns)
+    present = {name: head[name].notna().to_numpy() for name in head.columns}
+    return roles.infer((roles.Sample(name, kind, head[name][present[name]].tolist(), len(head),
+                                     present[name].nonzero()[0].tolist())
+                        for name, kind in columns_from_schema(schema).items() if name in head.columns),
+                       config.label, config.task, config.positive_class)
 
 
 def with_comparators(schema: schema_pb2.Schema, gated: dict[str, str], numeric: float, categorical: float,
@@ -208,7 +213,8 @@ class DriftGateExecutor(base_executor.BaseExecutor):
         spans = spans_of(snapshot)
         snapshot_uri = snapshot.get_string_custom_property("snapshot_uri")
         frame = newest_frame(snapshot_uri, spans)
-        gated = gated_features(exec_properties[FEATURES], raw_schema, roles_of(frame, raw_schema))
+        gated = gated_features(exec_properties[FEATURES], raw_schema,
+                               roles_of(frame, raw_schema, exec_properties[FEATURES]))
         compared = with_comparators(raw_schema, gated, limits["numeric"], limits["categorical"], limits["features"])
         found = measure(statistics_of(frame), baseline_statistics(record, snapshot_uri), compared)
         for d in found:

@@ -38,7 +38,9 @@ def hyperparameters(space: Mapping[str, Union[Range, Choice]], cfg: TrainerConfi
     for key, spec in space.items():
         default = own.get(key)
         if isinstance(spec, Choice):
-            hp.Choice(key, [tuning.encode(key, v) for v in spec.values], default=default)
+            values = [tuning.encode(key, v) for v in spec.values]
+            # hidden_units left empty: the model sized from the data is one of the choices, and the first trial's.
+            hp.Choice(key, [tuning.SIZED, *values] if default == tuning.SIZED else values, default=default)
         elif tuning.TUNABLE[key] == "int":
             hp.Int(key, int(spec.min), int(spec.max), step=spec.step, sampling=spec.scale, default=default)
         else:

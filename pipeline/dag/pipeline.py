@@ -142,8 +142,8 @@ def create_pipeline(config: Config, metadata_path: Optional[str] = None, run_lea
             schema=schema_gen.outputs["schema"],
             base_model=serving_model.outputs["model"] if config.trainer.warm_start else None,
             hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
-            # The loop counts its own steps from the trainer config; TFX's
-            # train_args only need to agree for its bookkeeping.
+            # The loop counts its own steps from the trainer config; TFX's train_args only need to agree
+            # for its bookkeeping (none with a pass budget: trainer/budget.py plans the steps from the data).
             train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
             eval_args=trainer_pb2.EvalArgs(num_steps=None),
             custom_config={**trainer_custom_config(config), **features, CODE_VERSION_KEY: code})

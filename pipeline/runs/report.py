@@ -193,13 +193,16 @@ def _training(s: RunSummary) -> str:
         exported = "<p>The Trainer recorded no export choice or input check (trainer/outcome.py).</p>"
     else:
         check = s.trainer.input
-        exported = (f"<p><b>Exported</b> {page.escape(s.trainer.export.describe())}</p>"
+        exported = (f"<p><b>Budget</b>: {page.escape(s.trainer.budget.describe())}</p>" if s.trainer.budget else "")
+        exported += (f"<p><b>Model</b>: {page.escape(s.trainer.model)}</p>" if s.trainer.model else "")
+        exported += (f"<p><b>Exported</b> {page.escape(s.trainer.export.describe())}</p>"
                     + (f'<p class="{"bad" if check.advice else "ok"}"><b>Input</b>: {page.escape(check.describe())}</p>'
                        if check else "<p><b>Input</b>: not measured (trainer.check_input off, "
                                      "or no training step ran)</p>"))
         fit = s.trainer.overfit
         if fit is not None:
-            exported += (f'<p class="{"bad" if fit.verdict == "overfitting" else "ok"}"><b>Fit</b>: '
+            css = {"overfitting": "bad", "not overfitting": "ok"}.get(fit.verdict, "")  # still improving: plain
+            exported += (f'<p class="{css}"><b>Fit</b>: '
                          f"{page.escape(fit.describe())}</p>")
     return page.section("training", "Training", exported + page.img(fig, "training curves")
                     + "<h3>Last values</h3>" + page.table(("scalar", "value", "at step"), rows)

@@ -238,6 +238,10 @@ def format_summary(summary: RunSummary, config: Config, log_file: Optional[str] 
     if summary.tuning is not None:
         lines.append(f"tuning: {summary.tuning.describe()}")
     if summary.trainer is not None:
+        if summary.trainer.budget is not None:  # how much it trained and why it stopped (trainer/budget.py)
+            lines.append(f"budget: {summary.trainer.budget.describe()}")
+        if summary.trainer.model:
+            lines.append(f"model: {summary.trainer.model}")
         lines.append(f"trained: exported {summary.trainer.export.describe()}")
         lines.append(f"input: {summary.trainer.input.describe()}" if summary.trainer.input
                      else "input: not measured (trainer.check_input off, or no training step ran)")
