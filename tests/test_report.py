@@ -105,10 +105,10 @@ def test_training_curves_come_from_the_trainer_summaries(report):
     scalars = read_scalars(model_run.uri)
     for name in ("loss", "accuracy", "eval_loss", "eval_accuracy", "learning_rate", "examples_per_second"):
         assert scalars[name], name
-    assert scalars["loss"][-1][0] == config.trainer.train_steps
+    budget = summary.trainer.budget  # configs/local.yaml leaves the budget to the data: passes, early stopping
+    assert budget.by_passes and scalars["loss"][-1][0] == budget.steps
     eval_steps = [step for step, _ in scalars["eval_accuracy"]]
-    every = summary.trainer.budget.eval_every_steps  # the step budget's 100: configs/local.yaml leaves it empty
-    assert eval_steps == list(range(every, config.trainer.train_steps + 1, every)) and every == 100
+    assert eval_steps == list(range(budget.eval_every_steps, budget.steps + 1, budget.eval_every_steps))
     training = _section(page, "training")
     assert f"<td>eval_accuracy</td><td>{scalars['eval_accuracy'][-1][1]:.4g}</td>" in training
     # The exported step is the best evaluation (trainer.export=best) and the summary says so, as does the report.
@@ -128,14 +128,17 @@ def test_training_curves_come_from_the_trainer_summaries(report):
     # lowest eval loss (trainer/overfit.py).
     fit = summary.trainer.overfit
     assert fit.verdict in ("overfitting", "noisy", "still improving", "not overfitting")
-    assert fit.last_step == config.trainer.train_steps
+    assert fit.last_step == summary.trainer.budget.steps
     losses = [v for _, v in scalars["eval_loss"]]
     assert fit.best_eval_loss == pytest.approx(min(losses), rel=1e-5)
     assert fit.last_eval_loss == pytest.approx(statistics.median(losses[-fit.end_evals:]), rel=1e-5)
     assert f"fit: {fit.describe()}" in console and f"<b>Fit</b>: {html.escape(fit.describe())}" in training
-    # ... and how much it trained and why it stopped (configs/local.yaml: a step budget).
+    # ... and how much it trained and why it stopped (configs/local.yaml: the pass budget; penguins stop early, long
+    # before their 2,000 steps' worth of passes).
     budget = summary.trainer.budget
-    assert (budget.by_passes, budget.steps, budget.stop) == (False, config.trainer.train_steps, "budget")
+    assert (budget.by_passes, budget.stop) == (True, "early") and budget.steps < budget.max_steps
+    # Early stopping's reason matches the curve: the lowest eval loss is `patience` evaluations before the end.
+    assert fit.best_step == budget.steps - budget.patience * budget.eval_every_steps
     assert f"budget: {budget.describe()}" in console and f"<b>Budget</b>: {html.escape(budget.describe())}" in training
     assert f"model: {summary.trainer.model}" in console and "hidden layers" in summary.trainer.model
 
