@@ -53,17 +53,20 @@ def test_an_unknown_key_or_an_empty_range_is_a_config_error_naming_it(setting, e
     assert error in str(refused.value)
 
 
-def test_widths_left_empty_are_the_first_trials_sized_choice_and_an_empty_budget_key_no_point():
+def test_keys_left_empty_start_the_search_where_the_trainer_would_train():
     from components.tuner.space import hyperparameters
+    from trainer.budget import LEARNING_RATE
     from trainer.tuning import SIZED, Choice, Range
 
     space = {"hidden_units": Choice(values=[[16, 16], [64, 32]]), "learning_rate": Range(min=1e-4, max=0.1),
              "global_batch_size": Choice(values=[64, 128])}
-    # A trainer section that leaves them to the data: the sized widths are the first trial's choice; the batch
-    # (planned from the rows at training time) has no configured point.
-    assert configured_point(TrainerConfig(), space) == {"hidden_units": SIZED}
+    # A trainer section that leaves them empty: the sized widths are the first trial's choice, the learning rate
+    # the budget's (not the range's low end, KerasTuner's default), and the batch (planned from the rows at
+    # training time) has no configured point.
+    assert configured_point(TrainerConfig(), space) == {"hidden_units": SIZED, "learning_rate": LEARNING_RATE}
     hp = hyperparameters(space, TrainerConfig())
     assert hp.values["hidden_units"] == SIZED and hp.get("hidden_units") == SIZED
+    assert hp.values["learning_rate"] == LEARNING_RATE
     assert apply(TrainerConfig(hidden_units=[8]), {"hidden_units": SIZED}).hidden_units is None
     # Named widths are the configured point, and no sized choice is added.
     assert configured_point(TrainerConfig(hidden_units=[64, 32]), space)["hidden_units"] == "64,32"

@@ -10,10 +10,6 @@ from typing import Callable, Optional
 
 from trainer.config import TrainerConfig
 
-# trainer.train_steps set: the step budget as it always was; the keys left empty take these.
-STEP_BUDGET = {"global_batch_size": 32, "eval_every_steps": 100, "checkpoint_every_steps": 100,
-               "early_stopping_patience": 0, "warmup_steps": 0, "learning_rate": 0.01, "decay": "none"}
-
 # The pass budget (trainer.train_steps empty). The global batch is about the square root of the training rows, so a
 # pass is about as many steps as a step has examples: a small table still gets enough steps a pass to learn from,
 # a large one a batch that keeps the device busy. Between these bounds, rounded to whole per-replica batches.
@@ -34,6 +30,10 @@ DECAY_FACTOR = 0.5
 # Adam's peak rate for one replica, reached by a linear warm-up over one pass (at most WARMUP_SHARE of the budget).
 LEARNING_RATE = 0.01
 WARMUP_SHARE = 0.05
+
+# trainer.train_steps set: the step budget as it always was; the keys left empty take these.
+STEP_BUDGET = {"global_batch_size": 32, "eval_every_steps": 100, "checkpoint_every_steps": 100,
+               "early_stopping_patience": 0, "warmup_steps": 0, "learning_rate": LEARNING_RATE, "decay": "none"}
 
 STOP_REASONS = {
     "budget": "the budget ran out",
@@ -128,6 +128,12 @@ def plan(cfg: TrainerConfig, count_rows: Callable[[], int], replicas: int) -> tu
                            "warmup_steps": min(per_pass, math.ceil(WARMUP_SHARE * max_steps)),
                            "learning_rate": LEARNING_RATE, "decay": "plateau"})
     return resolved, Budget(True, rows, batch, max_steps, eval_every, patience, cfg.max_train_seconds)
+
+
+def unplanned_default(key: str):
+    """The value a key left empty takes whatever the table and budget (the learning rate's); None for the keys
+    planned from the data."""
+    return LEARNING_RATE if key == "learning_rate" else None
 
 
 def batch_size(rows: int, unit: int) -> int:

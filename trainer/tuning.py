@@ -9,6 +9,7 @@ from typing import Any, Literal, Mapping, Optional, Union
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from trainer import budget
 from trainer.config import Section, TrainerConfig
 from trainer.errors import TrainerError
 
@@ -183,9 +184,12 @@ def configured_point(cfg: TrainerConfig, space: Mapping[str, Union[Range, Choice
     first trial locally, so the search returns the configured model unless a trial does better."""
     point = {}
     for key, spec in space.items():
-        if getattr(cfg, key) is None and TUNABLE[key] != "units":  # planned from the data (trainer/budget.py)
-            continue
-        value = encode(key, getattr(cfg, key))
+        own = getattr(cfg, key)
+        if own is None and TUNABLE[key] != "units":
+            own = budget.unplanned_default(key)
+            if own is None:  # planned from the data in every trial alike
+                continue
+        value = encode(key, own)
         if isinstance(spec, Choice):
             # Widths left empty are the sized model: a choice the local search adds (components/tuner/space.py).
             if value in [encode(key, v) for v in spec.values] or value == SIZED:
