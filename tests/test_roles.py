@@ -275,3 +275,28 @@ def test_free_text_asked_for_is_a_bag_of_its_most_frequent_words(transformed):
     # By frequency: late, payment, call (any case), back; 'rare' was seen once and is no input.
     assert words == [[1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0]]
     assert "notes_word4_xf" not in train[0]
+
+
+def test_the_sample_is_spread_over_a_sorted_split_not_its_first_rows(tmp_path):
+    from tfx.types import artifact_utils, standard_artifacts
+
+    from components.data.column_roles import sample
+
+    # A table sorted by month, as ExampleGen keeps it: two files of 600 rows, months 1..12 in order.
+    split = tmp_path / "Split-train"
+    split.mkdir()
+    months = [1 + i * 12 // 1200 for i in range(1200)]
+    for part in range(2):
+        with tf.io.TFRecordWriter(str(split / f"data_tfrecord-0000{part}-of-00002.gz"), options="GZIP") as w:
+            for m in months[part * 600:(part + 1) * 600]:
+                feature = {"month": tf.train.Feature(int64_list=tf.train.Int64List(value=[m]))}
+                w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    examples = standard_artifacts.Examples()
+    examples.uri = str(tmp_path)
+    examples.split_names = artifact_utils.encode_split_names(["train"])
+    [month] = sample(examples, {"month": "int"}, rows=100)
+    assert month.rows == 100 and sorted(set(month.values)) == list(range(1, 13))
+    assert month.index == list(range(100))
+    # A split smaller than the sample is read whole.
+    [whole] = sample(examples, {"month": "int"}, rows=5000)
+    assert whole.rows == 1200 and whole.values == months

@@ -5,6 +5,7 @@ Why and sources: docs/internals.md."""
 import dataclasses
 import json
 import logging
+import math
 import os
 import posixpath
 from typing import Any, Optional
@@ -60,13 +61,13 @@ def gated_features(features_json: str, schema: schema_pb2.Schema, roles: Optiona
 
 
 def roles_of(frame, schema: schema_pb2.Schema, features_json: str) -> dict:
-    """The column roles of the newest data's first rows (as Transform infers them on its training split, the
-    label's rows included)."""
+    """The column roles of the newest data, from rows spread over it (as Transform infers them on its training
+    split, components/data/column_roles.py sample; the label's rows included)."""
     from trainer import roles
     from trainer.feature_config import FeatureConfig, columns_from_schema
 
     config = FeatureConfig.model_validate_json(features_json)
-    head = frame.head(roles.SAMPLE_ROWS)
+    head = frame.iloc[::max(1, math.ceil(len(frame) / roles.SAMPLE_ROWS))].reset_index(drop=True)
     present = {name: head[name].notna().to_numpy() for name in head.columns}
     return roles.infer((roles.Sample(name, kind, head[name][present[name]].tolist(), len(head),
                                      present[name].nonzero()[0].tolist())
