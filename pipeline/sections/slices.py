@@ -64,7 +64,3 @@ class SliceSettings(Section):
     def slice_columns(self) -> Optional[list[list[str]]]:
         """The configured slices as lists of columns; None: inferred at run time."""
         return None if self.slices is None else [[s] if isinstance(s, str) else list(s) for s in self.slices]
-
-    @property
-    def slice_gated(self) -> bool:
-        return any(x is not None for x in (self.slice_lower_bound, self.slice_upper_bound, self.slice_max_regression))
