@@ -71,8 +71,8 @@ def infer(input_dict: dict[str, list[types.Artifact]], custom_config: Optional[d
     inferred = data_roles.infer(sample(examples, kinds), config.label, config.task, config.positive_class)
     resolved = resolve(config, kinds, inferred)
     table = role_table.rows(resolved)
-    log.info("columns, as this run reads them (roles inferred from up to the first %s training rows; the features "
-             "section overrides them):\n%s", f"{data_roles.SAMPLE_ROWS:,}", role_table.format_table(table))
+    log.info("columns, as this run reads them (roles inferred from up to %s training rows spread over the split; "
+             "the features section overrides them):\n%s", f"{data_roles.SAMPLE_ROWS:,}", role_table.format_table(table))
     return inferred, table, resolved
 
 
