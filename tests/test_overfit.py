@@ -10,6 +10,7 @@ ignore in `features`."""
 from __future__ import annotations
 
 import re
+import statistics
 
 import pytest
 
@@ -58,6 +59,25 @@ LOANS_PASSES = _history([
 # 0.81 -> 2.09 while train loss fell.
 MEMORISED = _history([(100, 0.62, 0.81), (200, 0.35, 1.05), (300, 0.12, 1.60), (400, 0.05, 2.09)])
 SIZES = {"signup_date_xf": 1_023, "plan_xf": 5, "region_xf": 9}
+# Loans with the same long budget after this round (903 eval rows), with the standard errors: eval loss 0.5973 at
+# step 500, 0.6762 at the end (+13%), a rise of 0.079 against two standard errors of 0.072.
+LOANS_LONG_SE = [{"step": s, "loss": t, "eval_loss": e, "eval_loss_se": se, "eval_examples": 903} for s, t, e, se in [
+    (250, 0.5676, 0.60557, 0.0327), (500, 0.5453, 0.59734, 0.03282), (750, 0.5079, 0.60455, 0.03415),
+    (1000, 0.4826, 0.60921, 0.03508), (1250, 0.4884, 0.61067, 0.03616), (1500, 0.5134, 0.61145, 0.03674),
+    (1750, 0.4652, 0.61746, 0.03467), (2000, 0.4666, 0.64891, 0.03502), (2250, 0.4738, 0.63902, 0.03722),
+    (2500, 0.4791, 0.6451, 0.03212), (2750, 0.4559, 0.64395, 0.03537), (3000, 0.461, 0.62541, 0.03639),
+    (3250, 0.4578, 0.6487, 0.03872), (3500, 0.4692, 0.65327, 0.03506), (3750, 0.4622, 0.66043, 0.03605),
+    (4000, 0.4488, 0.64813, 0.03673), (4250, 0.4387, 0.68245, 0.03519), (4500, 0.4515, 0.68071, 0.04001),
+    (4750, 0.469, 0.67342, 0.0396), (5000, 0.4323, 0.66048, 0.03568), (5250, 0.452, 0.6502, 0.03658),
+    (5500, 0.4661, 0.65931, 0.03387), (5750, 0.437, 0.67639, 0.03536), (6000, 0.4449, 0.67617, 0.03887)]]
+# Penguins' `make run` with the pass budget (73 eval rows), with the eval loss's standard error the loop records
+# beside each evaluation (trainer/loop.py): eval loss 0.00063 at step 84, then 0.0008-0.0010 while train loss fell.
+# Without the standard error this read "overfitting" (+33%), on a rise of 0.0002.
+PENGUINS_PASSES = [{"step": s, "loss": t, "eval_loss": e, "eval_loss_se": se, "eval_examples": 73}
+                   for s, t, e, se in [(42, 0.0202, 0.00116, 0.00027), (84, 0.0097, 0.00063, 0.00013),
+                                       (126, 0.0085, 0.00096, 0.00019), (168, 0.0088, 0.00087, 0.0002),
+                                       (210, 0.0055, 0.00083, 0.00018), (252, 0.0054, 0.00084, 0.00019),
+                                       (294, 0.0059, 0.00081, 0.00018)]]
 
 STEPS_RAN_OUT = Budget(False, 0, 32, 400, 100, 0, steps=400, stop="budget")
 PASSES_STOPPED = Budget(True, 5_994, 80, 2_250, 75, 5, steps=1_575, stop="early")
@@ -114,6 +134,28 @@ def test_a_noisy_curve_that_stopped_improving_is_not_overfitting_and_says_by_how
                            "(median, to step 1575) (+2%)")
     low, end = _numbers(text)[:2]
     assert end < 1.1 * low
+
+
+def test_a_rise_within_two_standard_errors_of_the_eval_loss_is_chance_not_overfitting():
+    stopped = Budget(True, 205, 32, 2_002, 42, 5, steps=294, stop="early")
+    found = diagnose(PENGUINS_PASSES, {}, stopped)
+    assert (found.verdict, found.best_step, found.noise, found.eval_examples) == ("not overfitting", 84, 0.00018, 73)
+    text = found.describe()
+    assert text.startswith("not overfitting: eval loss 0.0006 at step 84, 0.0008 over the last 3 evaluations "
+                           "(median, to step 294) (+32%); train loss 0.0097 -> 0.0055: the rise is within 2 standard "
+                           "errors of the eval loss (0.0002 each over 73 eval rows), so chance")
+    low, end, _, _, noise = _numbers(text)[:5]
+    assert end >= 1.1 * low and end - low <= 2 * noise + 1e-4  # the rule, on the printed (rounded) figures
+    # A record without the standard error (a loop before it was measured) reads as the 10% rule alone.
+    bare = [{k: v for k, v in h.items() if k in ("step", "loss", "eval_loss")} for h in PENGUINS_PASSES]
+    assert diagnose(bare, {}, stopped).verdict == "overfitting"
+    # Half the noise: the same rise is more than two standard errors.
+    tighter = [{**h, "eval_loss_se": h["eval_loss_se"] / 2} for h in PENGUINS_PASSES]
+    assert diagnose(tighter, {}, stopped).verdict == "overfitting"
+    # Loans' long run: the rise clears two standard errors, so it stays overfitting.
+    loans = diagnose(LOANS_LONG_SE, {}, Budget(False, 0, 256, 6_000, 250, 0, steps=6_000, stop="budget"))
+    assert (loans.verdict, loans.best_step, loans.last_eval_loss) == ("overfitting", 500, 0.67617)
+    assert loans.last_eval_loss - loans.best_eval_loss > 2 * statistics.median([0.03536, 0.03887, 0.03387])
 
 
 def test_too_few_evaluations_are_not_measured():

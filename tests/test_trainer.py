@@ -383,6 +383,12 @@ def test_best_export_keeps_the_peak_and_beats_last_on_held_out_rows(overfitting_
     eval_losses = [r["eval_loss"] for r in history]
     low = min(range(len(history)), key=eval_losses.__getitem__)
     assert low < len(history) // 2 and eval_losses[-1] > 1.3 * eval_losses[low], eval_losses  # it overfits
+    # ... and the verdict says so: the rise is well past the eval loss's standard errors the loop measured.
+    from trainer.overfit import NOISE_SES, diagnose
+    fit = diagnose(history)
+    assert fit.verdict == "overfitting" and fit.noise is None
+    assert fit.last_eval_loss - fit.best_eval_loss > NOISE_SES * history[-1]["eval_loss_se"] > 0
+    assert history[-1]["eval_examples"] == 400
     # The first evaluation with the highest eval accuracy (the main metric of a multi-class task).
     peak = max(history, key=lambda r: r["eval_accuracy"])
     assert best["exported"]["step"] == peak["step"] < 300  # < 300: the resumed job below must restore it

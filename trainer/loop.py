@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from typing import Callable, Optional
 
@@ -108,7 +109,8 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                 history.append(record)
                 summaries.flush()
                 log.info("step %d/%d %s (%.0f examples/s)", step, cfg.train_steps,
-                         " ".join(f"{k}={v:.4f}" for k, v in record.items() if k != "step"), examples_per_second)
+                         " ".join(f"{k}={v:.4f}" for k, v in record.items() if k not in _NOT_LOGGED),
+                         examples_per_second)
             if step % cfg.checkpoint_every_steps == 0 or preempted or stopped_early or last:
                 ckpt.save(step)
             if steady_start is None:  # the first host call traced and compiled: start the clock after it
@@ -161,12 +163,19 @@ def _steps_to_next_boundary(step: int, cfg: TrainerConfig) -> int:
                                           cfg.checkpoint_every_steps)))
 
 
+# The record's keys the progress line leaves out: the step leads it, the eval loss's spread is for the verdict.
+_NOT_LOGGED = ("step", "eval_loss_se", "eval_examples")
+
+
 def _evaluate(evaluate: Callable, state: TrainState, summaries: Summaries, step: int) -> dict[str, float]:
     """One eval pass: its metrics, written to TensorBoard, counted for early stopping and the export choice."""
-    eval_loss, eval_metric, *main = (float(x) for x in evaluate())
+    eval_loss, squared, count, eval_metric, *main = (float(x) for x in evaluate())
     record = {"eval_loss": eval_loss, f"eval_{state.task.metric_name}": eval_metric}
     if main:
         record[f"eval_{state.task.main.label}"] = main[0]
     summaries.write(step, record)
     state.record_eval(step, eval_loss, main[0] if main else eval_metric)
+    # How far the eval loss would move on other rows like these: the overfitting verdict's noise (trainer/overfit.py).
+    record["eval_loss_se"] = math.sqrt(max(0.0, squared - eval_loss ** 2) / max(count, 1.0))
+    record["eval_examples"] = int(count)
     return record

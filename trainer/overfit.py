@@ -1,7 +1,7 @@
 """How the training curve reads, as a person would read it: overfitting (eval loss well above its lowest while train
-loss fell), noisy (eval loss well above its lowest, but train loss rose with it), still improving (eval loss still
-falling when the budget ran out), or none of these; from the loop's evaluations, with the numbers the verdict rests
-on. docs/trainer.md (overfitting)."""
+loss fell, by more than its own standard error), noisy (eval loss well above its lowest, but train loss rose with
+it), still improving (eval loss still falling when the budget ran out), or none of these; from the loop's
+evaluations, with the numbers the verdict rests on. docs/trainer.md (overfitting)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ END_EVALS = 3
 # Overfitting: that end at least this fraction above the lowest eval loss, while train loss fell (noisy: while it
 # did not).
 RISE = 0.10
+# ... and by more than this many standard errors of the eval loss over its rows (the end's median): a rise other
+# rows like these could show by chance is not overfitting. Two, as a person reads an interval; one evaluation's
+# error overstates that of a difference between two on the same rows, so this errs toward "not overfitting".
+NOISE_SES = 2
 # Still improving: the last evaluation the lowest, or the best of the last two at least this fraction below the best
 # before them.
 STILL_FALLING = 0.005
@@ -39,6 +43,8 @@ class OverfitDiagnosis:
     raise_key: str = ""  # still improving: the budget key to raise
     first_eval_loss: Optional[float] = None  # still improving: where the curve started
     first_step: Optional[int] = None
+    noise: Optional[float] = None  # the eval loss's standard error at the end, when the loop measured it
+    eval_examples: Optional[int] = None
 
     @property
     def rise(self) -> float:
@@ -59,6 +65,9 @@ class OverfitDiagnosis:
                f"{self.last_step})")
         text = (f"{self.verdict}: eval loss {self.best_eval_loss:.4f} at step {self.best_step}, {end} "
                 f"({self.rise:+.0%}); train loss {self.train_loss_then:.4f} -> {self.train_loss_last:.4f}")
+        if self.verdict == "not overfitting" and self.rise >= RISE:
+            text += (f": the rise is within {NOISE_SES} standard errors of the eval loss ({self.noise:.4f} each over "
+                     f"{self.eval_examples:,} eval rows), so chance")
         if self.verdict == "noisy":
             text += (": train loss rose with it, so not overfitting; the learning rate keeps the fit from settling "
                      "(trainer.learning_rate, trainer.decay)")
@@ -86,6 +95,10 @@ def diagnose(history: Sequence[dict], categorical_sizes: Optional[dict[str, int]
     found = OverfitDiagnosis("not overfitting", evals[best]["step"], low, last["step"], end,
                              evals[best]["loss"], train_end, end_evals=max(1, len(tail)))
     if tail and end >= low * (1 + RISE):
+        if all("eval_loss_se" in h for h in tail):
+            noise = statistics.median(h["eval_loss_se"] for h in tail)
+            if end - low <= NOISE_SES * noise:
+                return dataclasses.replace(found, noise=noise, eval_examples=tail[-1].get("eval_examples"))
         if train_end < evals[best]["loss"]:
             return dataclasses.replace(found, verdict="overfitting", suspect=suspect(categorical_sizes or {}))
         return dataclasses.replace(found, verdict="noisy")

@@ -44,6 +44,9 @@ class TrainState:
     # it takes sample weights, which the padded eval batches need.
     train_acc: tf_keras.metrics.Metric
     eval_loss: tf_keras.metrics.Mean
+    # The per-example eval loss squared: with eval_loss, the standard error the overfitting verdict weighs a rise
+    # against (trainer/overfit.py).
+    eval_loss_squared: tf_keras.metrics.Mean
     eval_acc: tf_keras.metrics.Metric
     # Early-stopping state lives in the checkpoint so a resumed run decides alike.
     best_eval_loss: tf.Variable
@@ -154,6 +157,7 @@ def build_state(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
                 train_loss=tf_keras.metrics.Mean("loss"),
                 train_acc=task.metric(task.metric_name),
                 eval_loss=tf_keras.metrics.Mean("eval_loss"),
+                eval_loss_squared=tf_keras.metrics.Mean("eval_loss_squared"),
                 eval_acc=task.metric(f"eval_{task.metric_name}"),
                 best_eval_loss=tf.Variable(math.inf, trainable=False, dtype=tf.float32),
                 evals_without_improvement=tf.Variable(0, trainable=False, dtype=tf.int64),

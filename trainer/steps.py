@@ -104,8 +104,9 @@ def make_train_steps(strategy: tf.distribute.Strategy, state: TrainState, cfg: T
 
 def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
                   eval_data: tf.distribute.DistributedDataset) -> Callable[[], tuple[tf.Tensor, ...]]:
-    """`evaluate()`: eval loss, task metric and (when it differs) the main metric over one pass of `eval_data`."""
-    model, eval_loss, eval_acc = state.model, state.eval_loss, state.eval_acc
+    """`evaluate()`: over one pass of `eval_data`, the eval loss, the mean of its per-example values squared, the
+    examples counted, the task metric and (when it differs) the main metric."""
+    model, eval_loss, squared, eval_acc = state.model, state.eval_loss, state.eval_loss_squared, state.eval_acc
     metrics = [eval_acc] + ([state.eval_main] if state.eval_main is not None else [])
 
     @tf.autograph.experimental.do_not_convert
@@ -113,15 +114,17 @@ def make_evaluate(strategy: tf.distribute.Strategy, state: TrainState,
         # Padding rows (trainer/data.py) weigh 0: the metrics cover exactly the real rows.
         features, labels, weights = batch
         logits = model(features, training=False)
-        eval_loss.update_state(state.task.per_example_loss(labels, logits), sample_weight=weights)
+        losses = state.task.per_example_loss(labels, logits)
+        eval_loss.update_state(losses, sample_weight=weights)
+        squared.update_state(tf.square(losses), sample_weight=weights)
         for metric in metrics:
             metric.update_state(labels, logits, sample_weight=weights)
 
     @tf.function
     def evaluate():
-        _reset(eval_loss, *metrics)
+        _reset(eval_loss, squared, *metrics)
         for batch in eval_data:
             strategy.run(eval_replica, args=(batch,))
-        return _results(eval_loss, *metrics)
+        return (eval_loss.result(), squared.result(), eval_loss.count, *_results(*metrics))
 
     return evaluate
