@@ -80,13 +80,15 @@ layout, task = synthetic.layout(), Multiclass(synthetic.NUM_CLASSES)
 state = build_state(strategy, TrainerConfig(train_steps=1, global_batch_size=batch, learning_rate=0.01),
                     lambda: build_model(layout, synthetic.NUM_CLASSES, [8]), task)
 fn = record_dataset_fn(pattern, synthetic.feature_spec(layout), batch, label=layout.label, training=False)
-loss, acc = make_evaluate(strategy, state, strategy.distribute_datasets_from_function(fn))()
+loss, squared, count, acc = make_evaluate(strategy, state, strategy.distribute_datasets_from_function(fn))()
 records = tf.data.TFRecordDataset(sorted(tf.io.gfile.glob(pattern)), compression_type="GZIP").batch(10_000)
 features, labels = split_label(tf.io.parse_example(next(iter(records)), synthetic.feature_spec(layout)), layout.label)
 logits = state.model(features, training=False)
 exact_acc = tf.reduce_mean(tf.cast(tf.argmax(logits, -1) == labels, tf.float32))
-print(json.dumps({"loss": float(loss), "accuracy": float(acc), "rows": int(labels.shape[0]),
-                  "exact_loss": float(tf.reduce_mean(task.per_example_loss(labels, logits))),
+losses = task.per_example_loss(labels, logits)
+print(json.dumps({"loss": float(loss), "squared": float(squared), "count": float(count),
+                  "accuracy": float(acc), "rows": int(labels.shape[0]),
+                  "exact_loss": float(tf.reduce_mean(losses)), "exact_squared": float(tf.reduce_mean(losses ** 2)),
                   "exact_accuracy": float(exact_acc)}))
 """
 
@@ -99,4 +101,6 @@ def test_mirrored_eval_over_padded_batches_equals_the_exact_metrics(eval_files):
     metrics = json.loads(result.stdout.strip().splitlines()[-1])
     assert metrics["rows"] == ROWS
     assert metrics["loss"] == pytest.approx(metrics["exact_loss"], rel=1e-6)
+    # The eval loss's spread (the overfitting verdict's standard error) over the real rows alone, both replicas'.
+    assert metrics["count"] == ROWS and metrics["squared"] == pytest.approx(metrics["exact_squared"], rel=1e-5)
     assert metrics["accuracy"] == pytest.approx(metrics["exact_accuracy"], abs=1e-7)
