@@ -130,7 +130,7 @@ def plan(cfg: TrainerConfig, count_rows: Callable[[], int], replicas: int) -> tu
     return resolved, Budget(True, rows, batch, max_steps, eval_every, patience, cfg.max_train_seconds)
 
 
-def unplanned_default(key: str):
+def unplanned_default(key: str) -> Optional[float]:
     """The value a key left empty takes whatever the table and budget (the learning rate's); None for the keys
     planned from the data."""
     return LEARNING_RATE if key == "learning_rate" else None

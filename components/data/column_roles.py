@@ -39,7 +39,8 @@ def sample(examples: types.Artifact, kinds: dict[str, str], split: str = "train"
     index: dict[str, list] = {name: [] for name in kinds}
     count = 0
     # ExampleGen keeps the input's order, so the first rows of a table sorted by date would be its first months
-    # (a sorted 295k-row flights table: 2 of 12): every n-th record instead, after one count of them.
+    # (the bench's 295k-row flights CSV: its first 20,000 rows are all January): every n-th record instead, after
+    # one count of them.
     every = max(1, math.ceil(sum(record_counts(files)) / rows))
     records = tf.data.TFRecordDataset(files, compression_type="GZIP").shard(every, 0)
     # Parsed in batches by TF's own parser: a Python loop over the protos costs seconds on 10,000 rows.
