@@ -100,8 +100,9 @@ def _sized(cfg: TrainerConfig, layout: Optional[ModelLayout], rows: int) -> tupl
         return cfg.model_copy(update={"l2": sizing.STEP_L2 if cfg.l2 is None else cfg.l2}), ""
     sized = sizing.size(layout, cfg.hidden_units)
     l2, why = (cfg.l2, "trainer.l2") if cfg.l2 is not None else sizing.l2(sized, rows)
-    log.info("model: %s", sized.describe(l2, why))
-    return cfg.model_copy(update={"hidden_units": list(sized.hidden_units), "l2": l2}), sized.describe(l2, why)
+    described = sized.describe(l2, why)
+    log.info("model: %s", described)
+    return cfg.model_copy(update={"hidden_units": list(sized.hidden_units), "l2": l2}), described
 
 
 def _export_from_chief(strategy: tf.distribute.Strategy, model: tf_keras.Model, export_dir: str,

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 import tf_keras
 
+from trainer import budget
 from trainer.config import TrainerConfig
 from trainer.data import DatasetFn, per_replica_batch_size, resumed
 from trainer.hooks import Checkpointer, Preemption, Profiler, Summaries
@@ -51,9 +52,7 @@ def train(strategy: tf.distribute.Strategy, cfg: TrainerConfig,
     """Train `model_fn()` under `strategy` for at most cfg.train_steps optimizer steps (a config planned by
     trainer/budget.py: every budget key set), resuming from the latest checkpoint in `checkpoint_dir` if there
     is one. `task` (trainer/tasks.py) gives the loss and the metric, logged under its name."""
-    unplanned = [k for k in ("train_steps", "global_batch_size", "eval_every_steps", "checkpoint_every_steps",
-                             "early_stopping_patience", "warmup_steps", "learning_rate", "decay")
-                 if getattr(cfg, k) is None]
+    unplanned = [k for k in ("train_steps", *budget.STEP_BUDGET) if getattr(cfg, k) is None]
     if unplanned:
         raise ValueError(f"train() needs a planned config (trainer.budget.plan); unset: {', '.join(unplanned)}")
     global_batch = cfg.global_batch_size

@@ -12,7 +12,8 @@ import numpy as np
 
 from trainer import date_formats as dates
 
-# Rows of the training split read to infer the roles (the first ones: the whole split when smaller).
+# Rows of the training split read to infer the roles (spread over it: components/data/column_roles.py sample; the
+# whole split when smaller).
 SAMPLE_ROWS = 20_000
 # The rules below that count distinct values need this many present values; fewer, and a column keeps the
 # role of its type (numeric or categorical).
