@@ -16,6 +16,7 @@ from tfx.types import component_spec, standard_artifacts, standard_component_spe
 from tfx.utils import json_utils
 
 from components.evaluation import eval_extractors, slicing, trivial
+from components.evaluation.results import CANDIDATE, read_metrics
 from components.serving.serving_model import is_empty
 from trainer.tasks import MAIN_METRICS
 
@@ -66,13 +67,8 @@ def gated_metric(eval_config_json: str, evaluation_uri: str) -> tuple[str, float
     if task is None:
         return None
     main = MAIN_METRICS[task]
-    for per_slice in tfma.load_metrics(evaluation_uri):
-        if per_slice.slice_key.single_slice_keys:
-            continue
-        for kv in per_slice.metric_keys_and_values:
-            if kv.key.name == main.key and not kv.key.is_diff and kv.key.model_name != "baseline":
-                return main.label, kv.value.double_value.value
-    return None
+    value = read_metrics(evaluation_uri).get((), {}).get(CANDIDATE, {}).get(main.key)
+    return None if value is None else (main.label, value)
 
 
 class EvaluatorSpec(standard_component_specs.EvaluatorSpec):

@@ -41,11 +41,11 @@ class Counts:
         return self.too_many.get(column) or len(self.slices.get((column,), ()))
 
 
-def split_files(examples: types.Artifact, splits: Sequence[str]) -> list[str]:
+def split_files(examples: Sequence[types.Artifact], splits: Sequence[str]) -> list[str]:
     """The TFRecord files of the split(s) the Evaluator reads (TFX's executor: every file in the split's dir)."""
     files = []
     for split in splits:
-        for uri in artifact_utils.get_split_uris([examples], split):
+        for uri in artifact_utils.get_split_uris(list(examples), split):
             files.extend(sorted(fileio.glob(os.path.join(uri, "*"))))
     return files
 

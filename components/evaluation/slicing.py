@@ -15,10 +15,10 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tfx import types
 from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import json_utils
 
 from components.errors import SliceConfigError, SliceCountMismatch
-from components.evaluation import slice_counts
+from components.evaluation import slice_counts, trivial
+from components.evaluation.results import CANDIDATE, EXAMPLE_COUNT, read_metrics
 from trainer import role_table
 
 # The Evaluator's execution parameter: the SlicePlan as JSON; without it, it evaluates the overall slice only.
@@ -80,9 +80,14 @@ class SliceRecord:
     def from_json(cls, text: str) -> "SliceRecord":
         return cls(**json.loads(text))
 
+    @property
+    def gated(self) -> bool:
+        """A slice bound is set."""
+        return SlicePlan(**self.plan).gated
+
     def gated_keys(self) -> set[slice_counts.SliceKey]:
         """The slices the per-slice gates apply to (none without a slice bound)."""
-        if not SlicePlan(**self.plan).gated:
+        if not self.gated:
             return set()
         return {_key(k) for k, n in self.counts if n >= self.plan["min_examples"]}
 
@@ -108,12 +113,12 @@ def sliceable_columns(input_dict: dict[str, list[types.Artifact]], label: str) -
 def prepare(plan: SlicePlan, eval_config_json: str, input_dict: dict[str, list[types.Artifact]],
             exec_properties: dict[str, Any]) -> tuple[str, SliceRecord]:
     """The eval config TFMA runs with (slices, per-slice thresholds, the calibration range) and the record."""
-    splits = json_utils.loads(exec_properties.get(standard_component_specs.EXAMPLE_SPLITS_KEY) or "null") or ["eval"]
+    splits = trivial.evaluated_splits(exec_properties)
     examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
     configured = plan.slices is not None
     wanted = plan.slices if configured else [[c] for c in sliceable_columns(input_dict, plan.label)]
     counts = slice_counts.count(
-        slice_counts.record_batches(slice_counts.split_files(examples, splits)), wanted,
+        slice_counts.record_batches(slice_counts.split_files([examples], splits)), wanted,
         limited=() if configured else [c for [c] in wanted], limit=plan.auto_max_values,
         numeric_range=plan.label if plan.task == "regression" else None)
     record = SliceRecord(plan=dataclasses.asdict(plan), splits=list(splits), rows=counts.rows)
@@ -200,22 +205,12 @@ def check_counts(record: SliceRecord, evaluation_uri: str) -> None:
     """Fails closed when TFMA counted a slice's examples otherwise than we did: a gate might then have been
     applied to a slice below evaluator.slice_min_examples, or not to one above it."""
     ours = {_key(k): n for k, n in record.counts}
-    theirs = {}
-    for per_slice in tfma.load_metrics(evaluation_uri):
-        key = tfma.slicer.deserialize_slice_key(per_slice.slice_key)
-        if not key:
-            continue
-        for kv in per_slice.metric_keys_and_values:
-            if kv.key.name == "example_count" and not kv.key.is_diff and kv.key.model_name != "baseline":
-                theirs[tuple((c, _text(v)) for c, v in key)] = int(kv.value.double_value.value)
+    theirs = {key: int(m[CANDIDATE][EXAMPLE_COUNT]) for key, m in read_metrics(evaluation_uri).items()
+              if key and EXAMPLE_COUNT in m[CANDIDATE]}
     if theirs != ours:
         differ = sorted(set(ours.items()) ^ set(theirs.items()), key=str)[:5]
         raise SliceCountMismatch(f"TFMA counted the slices' examples otherwise than the Evaluator did before it ran "
                              f"(ours, then TFMA's, differing: {differ}): the slice gates can't be trusted")
-
-
-def _text(v):
-    return v.decode("utf-8") if isinstance(v, bytes) else v
 
 
 def keep(evaluation: types.Artifact, record: SliceRecord) -> None:

@@ -13,11 +13,11 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tfx import types
-from tfx.types import artifact_utils
 from tfx.types import standard_component_specs as specs
 from tfx.utils import json_utils
 
 from components.errors import EvaluationInputError
+from components.evaluation.slice_counts import split_files
 from components.splits import TRAIN
 from trainer.tasks import MAIN_METRICS, MainMetric
 
@@ -118,8 +118,7 @@ def evaluated_splits(exec_properties: dict[str, Any]) -> list[str]:
 
 def labels(examples: Sequence[types.Artifact], splits: Sequence[str], label_key: str) -> np.ndarray:
     """The label of every row of `splits` in Transform's output (gzipped TFRecords of tf.Examples)."""
-    files = [f for split in splits for uri in artifact_utils.get_split_uris(list(examples), split)
-             for f in sorted(tf.io.gfile.glob(f"{uri}/*"))]
+    files = split_files(examples, splits)
     where = f"split {','.join(splits)} of {examples[0].uri}"
     if not files:
         raise EvaluationInputError(f"{where}: no files")

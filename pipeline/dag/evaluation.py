@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
-from pipeline.config import CHANGE_EPSILON, Config
-from pipeline.dag.slices import plot_metrics
+from pipeline.config import Config
+from pipeline.dag.slices import change_absolute, plot_metrics
 from pipeline.data.checks import require_features
 from trainer.export import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from trainer.features import xf
@@ -36,9 +36,8 @@ def eval_config(config: Config) -> tfma.EvalConfig:
         value.upper_bound.value = upper
     direction = (tfma.MetricDirection.HIGHER_IS_BETTER if metric.higher_is_better
                  else tfma.MetricDirection.LOWER_IS_BETTER)
-    allowed = config.evaluator.max_regression + CHANGE_EPSILON
-    change = tfma.GenericChangeThreshold(direction=direction,
-                                         absolute={"value": -allowed if metric.higher_is_better else allowed})
+    change = tfma.GenericChangeThreshold(direction=direction, absolute={
+        "value": change_absolute(config.evaluator.max_regression, metric.higher_is_better)})
     threshold = tfma.MetricThreshold(change_threshold=change)
     if lower is not None or upper is not None:
         threshold.value_threshold.CopyFrom(value)

@@ -13,14 +13,19 @@ from pipeline.data.checks import require_features
 from trainer.tasks import DECISION_THRESHOLD, MAIN_METRICS
 
 
+def change_absolute(max_regression: float, higher_is_better: bool) -> float:
+    """TFMA's absolute change threshold allowing `max_regression`: signed by the metric's direction and loosened by
+    CHANGE_EPSILON, so a candidate exactly as good as the serving model passes."""
+    allowed = max_regression + CHANGE_EPSILON
+    return -allowed if higher_is_better else allowed
+
+
 def slice_plan(config: Config) -> str:
     """The Evaluator's slicing parameter (JSON)."""
     features, ev = require_features(config), config.evaluator
     metric = MAIN_METRICS[features.task]
-    change = None
-    if ev.slice_max_regression is not None:
-        allowed = ev.slice_max_regression + CHANGE_EPSILON
-        change = -allowed if metric.higher_is_better else allowed
+    change = (None if ev.slice_max_regression is None
+              else change_absolute(ev.slice_max_regression, metric.higher_is_better))
     return SlicePlan(slices=ev.slice_columns(), auto_max_values=ev.auto_slice_max_values,
                      min_examples=ev.slice_min_examples, metric=metric.tfma_class,
                      higher_is_better=metric.higher_is_better, label=features.label, task=features.task,

@@ -184,7 +184,8 @@ def format_history(rows: list[Row], metric_label: str = "accuracy") -> str:
         lines.extend(f"{'':<27} removed what a killed push left: {d}" for d in r.removed_debris)
         if r.refused:
             lines.append(f"{'':<27} serving gate: {r.refused}")
-    return "\n".join(lines + [cost_note(rows)] + ([format_slices(rows, metric_label)] if slice_labels(rows) else []))
+    slices = format_slices(rows, metric_label)
+    return "\n".join(lines + [cost_note(rows)] + ([slices] if slices else []))
 
 
 def label_moves(config: Config) -> str:

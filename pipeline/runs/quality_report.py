@@ -11,13 +11,14 @@ import matplotlib
 matplotlib.use("Agg")  # no display; must precede pyplot
 import matplotlib.pyplot as plt  # noqa: E402
 
+from components.evaluation.slicing import SliceRecord  # noqa: E402
+from components.scoring.model import class_names  # noqa: E402
 from components.splits import EVAL  # noqa: E402
 from pipeline.runs import eval_plots  # noqa: E402
 from pipeline.runs import html as page  # noqa: E402
 from pipeline.runs.slices import SliceRow, main_metric_of  # noqa: E402
 from pipeline.runs.summary import EXAMPLE_COUNT, RunSummary, main_result, why_not_blessed  # noqa: E402
 from pipeline.runs.verdict import MainResult  # noqa: E402
-from trainer.features import vocab_name  # noqa: E402
 from trainer.tasks import MAIN_METRICS, MainMetric  # noqa: E402
 
 
@@ -82,7 +83,7 @@ def _slices(s: RunSummary, metric: MainMetric) -> str:
     intro += "</p>"
     if len(s.slices) <= 1:
         return intro
-    rows = [(page.escape(r.label), f"{r.examples:,}", _num(r.metric), _num(r.baseline), _gate(r, plan))
+    rows = [(page.escape(r.label), f"{r.examples:,}", _num(r.metric), _num(r.baseline), _gate(r, record))
             for r in s.slices]
     table = page.table(("slice", "examples", f"{metric.label} (this model)", "serving model", "slice gate"), rows,
                        escaped=False)
@@ -93,16 +94,16 @@ def _num(x: Optional[float]) -> str:
     return "&ndash;" if x is None else f"{x:.4f}"
 
 
-def _gate(r: SliceRow, plan: dict) -> str:
+def _gate(r: SliceRow, record: SliceRecord) -> str:
     if not r.key:
         return "the overall bounds"
     if r.failed:
         return '<span class="bad">FAILED</span>'
     if r.gated:
         return '<span class="ok">passed</span>'
-    if not any(plan[k] is not None for k in ("lower_bound", "upper_bound", "max_regression")):
+    if not record.gated:
         return "no slice bound set"
-    return f"not gated: fewer than {plan['min_examples']} examples"
+    return f"not gated: fewer than {record.plan['min_examples']} examples"
 
 
 def slice_figure(rows: list[SliceRow], metric: MainMetric, plan: dict):
@@ -136,17 +137,11 @@ def slice_figure(rows: list[SliceRow], metric: MainMetric, plan: dict):
 
 
 def _class_names(s: RunSummary) -> list[str]:
-    """The label's classes in id order: Transform's vocabulary of the label (multiclass)."""
+    """The label's classes in id order: Transform's vocabulary of the label (multiclass), as scoring reads it."""
     graph = s.output("Transform", "TransformGraph")
     if graph is None or s.slicing is None:
         return []
-    try:
-        import tensorflow_transform as tft
-
-        return [v.decode() if isinstance(v, bytes) else str(v)
-                for v in tft.TFTransformOutput(graph.uri).vocabulary_by_name(vocab_name(s.slicing.plan["label"]))]
-    except (OSError, ValueError):  # the graph's files are gone, or it holds no such vocabulary
-        return []
+    return class_names(f"{graph.uri}/transform_fn", s.slicing.plan["label"])
 
 
 def _plots(s: RunSummary) -> str:

@@ -11,12 +11,10 @@ from typing import Optional
 import tensorflow_model_analysis as tfma
 
 from components.evaluation import slicing
+from components.evaluation.results import BASELINE, CANDIDATE, EXAMPLE_COUNT, slice_key
 from components.evaluation.slice_counts import SliceKey, label
-from pipeline.config import CHANGE_EPSILON
+from pipeline.runs import verdict
 from trainer.tasks import MAIN_METRICS, MainMetric
-
-CANDIDATE, BASELINE, DIFF = "candidate", "baseline", "diff"
-EXAMPLE_COUNT = "example_count"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,26 +31,6 @@ class SliceRow:
         return label(self.key)
 
 
-def _key(slice_key) -> SliceKey:
-    return tuple((c, v.decode("utf-8") if isinstance(v, bytes) else v)
-                 for c, v in tfma.slicer.deserialize_slice_key(slice_key))
-
-
-def read_metrics(evaluation_uri: str) -> dict[SliceKey, dict[str, dict[str, float]]]:
-    """Slice -> {candidate | baseline | diff: {metric name: value}}: TFMA's scalar metrics of every slice."""
-    found: dict[SliceKey, dict[str, dict[str, float]]] = {}
-    for per_slice in tfma.load_metrics(evaluation_uri):
-        if per_slice.HasField("cross_slice_key"):
-            continue
-        by_model = found.setdefault(_key(per_slice.slice_key), {CANDIDATE: {}, BASELINE: {}, DIFF: {}})
-        for kv in per_slice.metric_keys_and_values:
-            if kv.value.WhichOneof("type") != "double_value":
-                continue  # a matrix (ConfusionMatrixAtThresholds): the report reads it from TFMA's output itself
-            side = DIFF if kv.key.is_diff else BASELINE if kv.key.model_name == BASELINE else CANDIDATE
-            by_model[side][kv.key.name] = kv.value.double_value.value
-    return found
-
-
 def main_metric_of(record: Optional[slicing.SliceRecord]) -> Optional[MainMetric]:
     if record is None:
         return None
@@ -61,7 +39,7 @@ def main_metric_of(record: Optional[slicing.SliceRecord]) -> Optional[MainMetric
 
 def failed_slices(validation) -> set[SliceKey]:
     """The slices TFMA's validation failed a threshold on (() for the overall slice)."""
-    return {_key(s.slice_key) for s in validation.metric_validations_per_slice if s.failures}
+    return {slice_key(s.slice_key) for s in validation.metric_validations_per_slice if s.failures}
 
 
 def rows(metrics: dict[SliceKey, dict[str, dict[str, float]]], record: Optional[slicing.SliceRecord],
@@ -87,7 +65,7 @@ def describe_failures(validation, metrics: dict[SliceKey, dict[str, dict[str, fl
     model's value and the allowed regression)."""
     out = []
     for per_slice in validation.metric_validations_per_slice:
-        key = _key(per_slice.slice_key)
+        key = slice_key(per_slice.slice_key)
         if not key:
             out.extend(f"{f.metric_key.name}: {f.message}" for f in per_slice.failures)
             continue
@@ -112,7 +90,8 @@ def _failure(name: str, failure, where: str, by_model: dict) -> str:
     if threshold.HasField("change_threshold"):
         change = threshold.change_threshold
         higher = change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
-        allowed = round((-change.absolute.value if higher else change.absolute.value) - CHANGE_EPSILON, 9)
+        allowed = verdict.allowed_regression({"change_absolute" if higher else "change_absolute_max":
+                                              change.absolute.value})
         candidate, base = by_model[CANDIDATE].get(name), by_model[BASELINE].get(name)
         setting = "evaluator.slice_max_regression"
         if candidate is None or base is None:

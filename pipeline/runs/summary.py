@@ -11,6 +11,7 @@ import tensorflow_model_analysis as tfma
 from components.data.snapshot import newness
 from components.data.snapshot.component import WAITING_SPANS
 from components.evaluation import slicing, trivial
+from components.evaluation.results import BASELINE, CANDIDATE, EXAMPLE_COUNT, read_metrics
 from components.pusher import GATE, LABELS, REFUSED, REMOVED_DEBRIS, UNCHANGED_LABEL, UNCHANGED_VERSION
 from components.scoring import keys as scoring_keys
 from components.scoring.keys import BULK_INFERRER_ID, INFERENCE_SNAPSHOT_ID, PREDICTIONS_TYPE
@@ -31,8 +32,6 @@ from trainer.tasks import MAIN_METRICS, MainMetric
 GATES = ("DataGate", "DriftGate")
 # The multi-class task's main metric (trainer/tasks.py), as TFMA names it.
 ACCURACY = MAIN_METRICS["multiclass"].key
-# TFMA's count of the examples it evaluated.
-EXAMPLE_COUNT = "example_count"
 # The components' own seconds added up: not the run's wall time (imports, the summary and the report are not in it).
 COMPONENTS_TIME = "sum of the components"
 
@@ -171,10 +170,10 @@ def summarize(metadata_path: str, pipeline_name: str, run_id: Optional[str] = No
         found = trivial.Recorded.of(evaluation.properties)
         summary.eval_split, summary.trivial_metric, summary.trivial_model = found.split, found.value, found.what
         summary.trivial_sets_the_bar = found.sets_the_bar
-        by_slice = slice_results.read_metrics(evaluation.uri)
+        by_slice = read_metrics(evaluation.uri)
         overall = by_slice.get((), {})
-        summary.metrics = overall.get(slice_results.CANDIDATE, {})
-        summary.baseline_metrics = overall.get(slice_results.BASELINE, {})
+        summary.metrics = overall.get(CANDIDATE, {})
+        summary.baseline_metrics = overall.get(BASELINE, {})
         summary.slicing = slicing.read(evaluation.properties)
         validation = tfma.load_validation_result(evaluation.uri)
         summary.slices = slice_results.rows(by_slice, summary.slicing, slice_results.failed_slices(validation))
@@ -296,7 +295,7 @@ def _slice_lines(summary: RunSummary) -> list[str]:
                      f"{metric.label} {worst.metric:.4f} on {worst.examples} examples"
                      + ("" if worst.gated else " (no slice bound set)"))
     small = [r for r in summary.slices[1:] if r.examples < summary.slicing.plan["min_examples"]]
-    if small and slicing.SlicePlan(**summary.slicing.plan).gated:
+    if small and summary.slicing.gated:
         lines.append(f"  not gated, fewer than evaluator.slice_min_examples ({summary.slicing.plan['min_examples']})"
                      f" examples: {', '.join(f'{r.label} ({r.examples})' for r in small)}")
     return lines
