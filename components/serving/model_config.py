@@ -61,10 +61,6 @@ def render(model_name: str, base_path: str, labels: Labels, track: Optional[str]
     return text_format.MessageToString(config)
 
 
-def parse(text: str, where: str = "model config") -> Labels:
-    return _parse(text, where)[0]
-
-
 def _parse(text: str, where: str) -> tuple[Labels, tuple[int, ...]]:
     """The labels and the listed versions."""
     from google.protobuf import text_format
@@ -90,13 +86,13 @@ def read(base: str, gcs_client=None) -> Optional[Written]:
         found = gcs.read(path, gcs_client)
         if found is None:
             return None
-        labels, listed = _parse(found.body.decode(), path)
-        return Written(labels, str(found.generation), listed)
-    try:
-        with open(path) as f:
-            text, stamp = f.read(), os.fstat(f.fileno()).st_mtime_ns
-    except FileNotFoundError:
-        return None
+        text, stamp = found.body.decode(), found.generation
+    else:
+        try:
+            with open(path) as f:
+                text, stamp = f.read(), os.fstat(f.fileno()).st_mtime_ns
+        except FileNotFoundError:
+            return None
     labels, listed = _parse(text, path)
     return Written(labels, str(stamp), listed)
 

@@ -151,8 +151,7 @@ def _adopt(target: Target, base: str, version: int, directory: str, by: str) -> 
     deployed with all traffic, aliased champion and default."""
     models, endpoints = _clients(target)
     model_version_id = upload_version(target, directory, version)
-    served = _deploy(target, endpoints, version, model_version_id, {"0": 100})
-    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHAMPION, DEFAULT])
+    served = _deploy_champion(target, models, endpoints, version, model_version_id)
     return _record(base, "push", served, None, _split(endpoints, target), by,
                    f"version {version}, stable before the endpoint target, deployed as champion")
 
@@ -168,6 +167,14 @@ def _deploy(target: Target, endpoints, version: int, model_version_id: str, spli
             min_replica_count=target.min_replicas, max_replica_count=target.max_replicas))
     operation = endpoints.deploy_model(endpoint=target.endpoint, deployed_model=deployed, traffic_split=split)
     return Served(version, model_version_id, operation.result(timeout=OPERATION_TIMEOUT_SECONDS).deployed_model.id)
+
+
+def _deploy_champion(target: Target, models, endpoints, version: int, model_version_id: str) -> Served:
+    """Deploy a registry version with all traffic (the split then names it alone) and alias it champion and
+    default."""
+    served = _deploy(target, endpoints, version, model_version_id, {"0": 100})
+    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHAMPION, DEFAULT])
+    return served
 
 
 def promote(target: Target, base: str, by: str, why: str = "") -> Record:
@@ -224,8 +231,7 @@ def _redeploy(target: Target, base: str, by: str, to: int, why: str) -> Record:
     if not uploaded:
         raise RolloutError(f"version {to} was never uploaded to {target.model} (no record in {base}/{RECORDS_DIR})")
     model_version_id = uploaded[-1].model_version_id
-    restored = _deploy(target, endpoints, to, model_version_id, {"0": 100})  # the split now names it alone
-    models.merge_version_aliases(name=f"{target.model}@{model_version_id}", version_aliases=[CHAMPION, DEFAULT])
+    restored = _deploy_champion(target, models, endpoints, to, model_version_id)
     if champion is not None:
         endpoints.undeploy_model(endpoint=target.endpoint, deployed_model_id=champion.deployed_model_id
                                  ).result(timeout=OPERATION_TIMEOUT_SECONDS)

@@ -28,7 +28,8 @@ def kubeflow_run(config: Config, template: Path) -> Job:
     """The run kfp.Client creates from a package `compile` wrote for pipeline.target kubeflow: the spec and its
     platform spec as they are, the pipeline root as its runtime config (pipeline/kubeflow/submit.py); ids like
     Vertex's, name and time."""
-    from pipeline.kubeflow.compile import load_platform_spec, load_spec
+    from pipeline.kubeflow.compile import load_package
 
-    return Job(f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}", load_spec(template),
-               {"gcsOutputDirectory": config.pipeline.pipeline_root}, load_platform_spec(template))
+    name = f"{config.pipeline.name}-{time.strftime('%Y%m%d%H%M%S')}"
+    spec, platform = load_package(template)
+    return Job(name, spec, {"gcsOutputDirectory": config.pipeline.pipeline_root}, platform)

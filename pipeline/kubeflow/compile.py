@@ -89,27 +89,29 @@ def with_caching(package: Path, enable_caching: Optional[bool]) -> Path:
     (pipeline/spec/condition_group.py); so the override is made here and kfp.Client gets None."""
     if enable_caching is None:
         return package
-    spec = load_spec(package)
+    spec, platform = load_package(package)
     for _, task in cache_rule.dag_tasks(spec):
         task["cachingOptions"] = {"enableCache": enable_caching}
     out = package.with_name(f"{package.stem}-{'cache' if enable_caching else 'no-cache'}{package.suffix}")
-    write_package(out, spec, load_platform_spec(package))
+    write_package(out, spec, platform)
     return out
 
 
-def _documents(package: str | os.PathLike) -> list:
-    return list(yaml.safe_load_all(Path(package).read_text()))
+def load_package(package: str | os.PathLike) -> tuple[dict, dict]:
+    """The pipeline spec (the package's first document) and the platform spec (the second, {} without one), from
+    one read of the package."""
+    documents = list(yaml.safe_load_all(Path(package).read_text()))
+    return documents[0], (documents[1] if len(documents) > 1 and documents[1] else {})
 
 
 def load_spec(package: str | os.PathLike) -> dict:
     """The pipeline spec: the package's first document."""
-    return _documents(package)[0]
+    return load_package(package)[0]
 
 
 def load_platform_spec(package: str | os.PathLike) -> dict:
     """The platform spec: the second document, {} without one."""
-    documents = _documents(package)
-    return documents[1] if len(documents) > 1 and documents[1] else {}
+    return load_package(package)[1]
 
 
 def cmd_compile(config: Config, args) -> int:
